@@ -1,0 +1,58 @@
+// What the simulator needs from calibration: per-layer forward/backward times of one worker on one
+// device at one batch size, and the bytes of gradient each layer produces.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/model.hpp"
+#include "platforms/device.hpp"
+
+namespace dtsim::calibrate {
+
+struct LayerTime {
+  std::string name;
+  std::string op;                // models::to_string(OpKind)
+  double fwd_s = 0;
+  double bwd_data_s = 0;
+  double bwd_weights_s = 0;
+  std::int64_t grad_bytes = 0;   // FP32 gradient of this layer's parameters (0 for parameter-free layers)
+  bool measured = false;         // true when the host time came from a clean calibration entry
+  double bwd_s() const { return bwd_data_s + bwd_weights_s; }
+};
+
+struct ComputeProfile {
+  std::string model;
+  std::string device;
+  int batch = 0;       // per worker
+  int threads = 0;     // CPU threads per worker process (0 for GPUs)
+  std::vector<LayerTime> layers;  // forward (topological) order, input layer excluded
+  double update_s = 0;            // optimizer (SGD with momentum) step over all parameters
+  double anchor_factor = 1.0;     // multiplier applied to every time to match a measured throughput
+  double coverage = 0;            // fraction of forward+backward time that came from measured entries
+
+  double fwd_s() const;
+  double bwd_s() const;
+  double step_compute_s() const;  // fwd + bwd + update
+  std::int64_t grad_bytes() const;
+};
+
+struct ProfileOptions {
+  int threads = 0;              // CPU: threads per worker process (0 = all cores of a socket / workers)
+  int workers_per_node = 1;     // CPU: processes sharing a node's sockets and memory bandwidth
+  int cpu_sockets = 1;          // CPU: sockets in the node
+  std::string db_path;          // calibration database; empty = the default (see calibrate.hpp)
+  std::optional<double> anchor_samples_per_s;  // measured single-worker throughput to match
+};
+
+// Predicts the per-layer times of `model` (built at the per-worker batch) on `device`, from the
+// host's calibrated efficiency carried over by the device model (docs/calibration.md). Never needs a
+// GPU; layers missing from the database use the op-class efficiency of the host (coverage tells).
+ComputeProfile build_profile(const models::Model& model, const platforms::Device& device,
+                             const ProfileOptions& options);
+
+// Scales every time of `profile` so that batch / step_compute_s() == samples_per_s; sets anchor_factor.
+void anchor_profile(ComputeProfile& profile, double samples_per_s);
+
+}  // namespace dtsim::calibrate

@@ -1,0 +1,1 @@
+// Translation unit for a folder library that has no sources yet.

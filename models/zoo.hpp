@@ -1,0 +1,27 @@
+// The built-in model zoo and the one entry point that resolves a zoo name or a YAML file.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/model.hpp"
+
+namespace dtsim::models {
+
+struct ModelOptions {
+  int batch = 1;
+  int input_h = 0, input_w = 0;  // 0 = the model's default (224, or 299 for Inception, 32 for LeNet-5)
+  int channels = 0;              // 0 = default (3, or 1 for LeNet-5)
+  int classes = 0;               // 0 = default (1000, or 10 for LeNet-5)
+};
+
+// Names of the zoo models: lenet5, alexnet, vgg16, resnet18, resnet34, resnet50, resnet101, resnet152,
+// inception_v3, inception_v4, densenet121 (plus small validation nets such as resnet20).
+std::vector<std::string> zoo_names();
+
+// Builds a zoo model; throws InputError for an unknown name (listing the known ones) or bad options.
+Model build_zoo_model(const std::string& name, const ModelOptions& options);
+
+// A zoo name, or a path to a YAML model file (see docs/model-schema.md). Throws InputError.
+Model load_model(const std::string& name_or_file, const ModelOptions& options);
+
+}  // namespace dtsim::models

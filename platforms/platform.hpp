@@ -1,0 +1,104 @@
+// A cluster described by a YAML platform file (schema in docs/platform-schema.md): nodes, devices per
+// node, intra-node links, network topology and storage. Pure description: sim/ builds it in SimGrid.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "platforms/device.hpp"
+
+namespace dtsim::platforms {
+
+enum class IntraNodeKind {
+  SHARED_MEMORY,             // CPU processes exchanging through memory
+  PCIE,                      // GPUs behind PCIe switches, host bridge to the NIC
+  NVLINK_HYBRID_CUBE_MESH,   // DGX-1 style 8-GPU NVLink mesh (plus PCIe to the NIC)
+};
+
+struct IntraNode {
+  IntraNodeKind kind = IntraNodeKind::SHARED_MEMORY;
+  double link_bandwidth_Bps = 0;  // per direction: PCIe link, one NVLink brick, or memory copy bandwidth
+  double latency_s = 0;
+  int devices_per_switch = 0;     // PCIe: GPUs sharing one switch uplink
+  double uplink_bandwidth_Bps = 0;  // PCIe: switch to root complex; NVLink: the PCIe path to the NIC
+  int links_per_pair = 1;         // NVLink bricks between directly connected GPUs
+  std::string source;
+};
+
+enum class TopologyKind { STAR, FAT_TREE, DRAGONFLY, TORUS };
+
+struct FatTree {
+  int levels = 2;
+  std::vector<int> down;      // children per switch, per level (SimGrid fat-tree notation)
+  std::vector<int> up;        // parents per node/switch, per level
+  std::vector<int> parallel;  // parallel links, per level
+  double oversubscription = 1.0;  // derived: downlink / uplink capacity at the leaf
+};
+
+struct Dragonfly {
+  int groups = 1, chassis_per_group = 1, routers_per_chassis = 1, nodes_per_router = 1;
+  int group_links = 1, chassis_links = 1, router_links = 1;  // parallel links at each level
+  double global_link_bandwidth_Bps = 0;  // optical group-to-group links
+};
+
+struct Torus {
+  std::vector<int> dims;
+};
+
+struct Network {
+  std::string technology;           // "EDR InfiniBand", "10 GbE", "Cray Aries", ...
+  TopologyKind topology = TopologyKind::STAR;
+  double link_bandwidth_Bps = 0;    // per direction, per NIC port (signalling rate)
+  double latency_s = 0;             // one hop, end to end small-message latency / hops
+  double protocol_efficiency = 1.0; // payload fraction of the link rate reached by large messages
+  double per_message_overhead_s = 0;  // software/NIC overhead per message (RDMA small, TCP larger)
+  double backbone_bandwidth_Bps = 0;  // STAR: the switch's aggregate capacity (0 = non-blocking)
+  FatTree fat_tree;
+  Dragonfly dragonfly;
+  Torus torus;
+  std::string source;
+};
+
+enum class StorageKind { NONE, LOCAL_SSD, PARALLEL_FS };
+
+struct Storage {
+  StorageKind kind = StorageKind::NONE;
+  double read_bandwidth_Bps = 0;   // LOCAL_SSD: per node; PARALLEL_FS: aggregate, shared by all nodes
+  double metadata_ops_per_s = 0;   // PARALLEL_FS: file opens per second, shared
+  double latency_s = 0;
+  std::string source;
+};
+
+struct Node {
+  std::string cpu;            // device name of one CPU socket
+  int cpu_sockets = 1;
+  std::string gpu;            // device name, empty for CPU-only nodes
+  int gpus = 0;
+  double memory_B = 0;
+  int nics = 1;
+  IntraNode intra;
+};
+
+struct Platform {
+  std::string name;
+  std::string description;
+  std::string file;  // where it was loaded from
+  int nodes = 1;     // maximum node count of the cluster
+  Node node;
+  Network network;
+  Storage storage;
+
+  bool has_gpus() const { return node.gpus > 0; }
+  // Default workers per node: GPUs per node, or 1 for CPU nodes.
+  int default_workers_per_node() const { return has_gpus() ? node.gpus : 1; }
+  // The device a worker runs on (GPU, or one CPU socket for CPU nodes).
+  const Device& worker_device() const;
+  // Bisection bandwidth of the inter-node network at full size, bytes/s per direction.
+  double bisection_bandwidth_Bps() const;
+};
+
+// Names of the shipped platforms (<data_dir>/platforms/*.yaml except devices.yaml).
+std::vector<std::string> platform_names();
+// A shipped platform name or a path to a YAML file. Throws InputError naming file, line and field.
+Platform load_platform(const std::string& name_or_file);
+
+}  // namespace dtsim::platforms

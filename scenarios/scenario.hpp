@@ -1,0 +1,36 @@
+// A scenario: everything `dtsim predict` needs (model, platform, workers, strategy ...), from a YAML
+// file (docs/scenario-schema.md) and/or command-line flags, plus an optional sweep block.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/training.hpp"
+
+namespace dtsim::scenarios {
+
+struct Scenario {
+  std::string name;         // file stem, or "cli"
+  std::string description;
+  std::string file;         // empty when built from flags only
+  std::string model;        // zoo name or model file
+  std::string platform;     // platform name or file
+  std::vector<int> workers{1};
+  int batch = 32;           // per worker
+  int input_h = 0, input_w = 0, classes = 0;  // 0 = model defaults
+  int threads = 0;          // CPU threads per worker (0 = cores / workers per node)
+  std::vector<int> ps;      // one count, or one per workers entry; empty with ps_auto = search
+  bool ps_auto = false;
+  std::optional<double> anchor_samples_per_s;
+  std::string db_path;      // calibration database (empty = default)
+  sim::TrainingPoint point; // strategy, placement, fusion, cycle, data, iterations, variability ...
+};
+
+// Loads a scenario file (strict schema; the sweep block is kept for scenarios/sweep.hpp).
+Scenario load_scenario(const std::string& path);
+
+// Predicts every workers entry of the scenario (searching the PS count when ps_auto), with
+// efficiency relative to the 1-worker prediction. Throws InputError for impossible set-ups.
+std::vector<sim::PointResult> predict_scenario(const Scenario& scenario);
+
+}  // namespace dtsim::scenarios

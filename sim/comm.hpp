@@ -1,0 +1,55 @@
+// Communication patterns simulated alone over a platform: collectives, parameter-server traffic and
+// ping-pong. Each call runs its own SimGrid simulation in a child process (one engine per process).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "platforms/platform.hpp"
+
+namespace dtsim::sim {
+
+enum class CommPattern { ALLREDUCE_RING, ALLREDUCE_TREE, ALLREDUCE_RHD, ALLREDUCE_HIER, BROADCAST, PS };
+enum class CommMode { AUTO, COARSE, FINE };  // AUTO: coarse above a documented size (docs/simulation.md)
+enum class PsPlacement { COLOCATED, DEDICATED };
+enum class PsBalance { GREEDY, ROUND_ROBIN };
+
+// "allreduce-ring", ... ; throw InputError listing the accepted names.
+CommPattern comm_pattern_by_name(const std::string& name);
+std::string to_string(CommPattern p);
+CommMode comm_mode_by_name(const std::string& name);
+std::string to_string(CommMode m);
+PsPlacement ps_placement_by_name(const std::string& name);
+PsBalance ps_balance_by_name(const std::string& name);
+
+struct CommRequest {
+  CommPattern pattern = CommPattern::ALLREDUCE_RING;
+  int workers = 2;
+  int workers_per_node = 0;  // 0 = platform default
+  double bytes = 0;          // message size: the buffer being reduced / broadcast / pushed and pulled
+  CommMode mode = CommMode::AUTO;
+  int ps_servers = 1;
+  PsPlacement ps_placement = PsPlacement::COLOCATED;
+};
+
+struct CommResult {
+  double time_s = 0;
+  double algbw_Bps = 0;  // bytes / time (NCCL-tests convention)
+  double busbw_Bps = 0;  // algbw x pattern factor (allreduce: 2(n-1)/n)
+  CommMode mode_used = CommMode::COARSE;
+  std::int64_t flows = 0;   // SimGrid communications created
+  double wall_s = 0;        // host time the simulation took
+};
+
+// Throws InputError for impossible requests (more workers than the platform holds, bytes <= 0 ...).
+CommResult simulate_comm(const platforms::Platform& platform, const CommRequest& request);
+
+struct PingPongPoint {
+  double bytes = 0;
+  double time_s = 0;         // one-way time (half the round trip)
+  double bandwidth_Bps = 0;  // bytes / time_s
+};
+// NetPIPE-style: node 0 to node 1, one message each way per size.
+std::vector<PingPongPoint> simulate_pingpong(const platforms::Platform& platform, const std::vector<double>& sizes);
+
+}  // namespace dtsim::sim

@@ -1,0 +1,78 @@
+// Data-parallel training simulated over a platform: forward, backward, per-bucket gradient exchange
+// (overlapped with backward), optimizer update and input I/O, replayed in SimGrid for N workers.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "calibrate/profile.hpp"
+#include "platforms/platform.hpp"
+#include "sim/comm.hpp"
+
+namespace dtsim::sim {
+
+enum class Strategy {
+  ALLREDUCE_RING,
+  ALLREDUCE_TREE,
+  ALLREDUCE_RHD,
+  ALLREDUCE_HIER,
+  PS,                         // TensorFlow parameter_server
+  PS_REPLICATED,              // TensorFlow distributed_replicated
+  PS_ASYNC,
+  DATA_PARALLEL_SINGLE_NODE,  // PyTorch nn.DataParallel
+};
+Strategy strategy_by_name(const std::string& name);  // "allreduce-ring", "ps", ...; InputError otherwise
+std::string to_string(Strategy s);
+
+enum class DataMode { SYNTHETIC, REAL };
+DataMode data_mode_by_name(const std::string& name);
+
+struct Variability {
+  double jitter_cv = 0;           // coefficient of variation of each worker's compute time
+  double straggler_probability = 0;  // per worker and iteration
+  double straggler_slowdown = 1;  // compute multiplier of a straggler
+  std::uint64_t seed = 1;
+};
+
+struct TrainingPoint {
+  int workers = 1;
+  int workers_per_node = 0;  // 0 = platform default
+  Strategy strategy = Strategy::ALLREDUCE_RING;
+  int ps_servers = 1;
+  PsPlacement ps_placement = PsPlacement::COLOCATED;
+  PsBalance ps_balance = PsBalance::GREEDY;
+  double fusion_bytes = 64.0 * 1024 * 1024;  // Horovod's default fusion threshold
+  double cycle_s = 0;                        // Horovod cycle time; 0 = exchange as soon as ready
+  bool overlap = true;                       // exchange buckets during the remaining backward
+  DataMode data = DataMode::SYNTHETIC;
+  double sample_bytes = 0;                   // real data: bytes read per sample
+  int prefetch_depth = 2;                    // batches read ahead
+  int iterations = 3;                        // simulated iterations (the first is warm-up)
+  Variability variability;
+  CommMode comm_mode = CommMode::AUTO;
+  std::string trace_path;                    // non-empty: write a Chrome trace of one iteration
+};
+
+struct Breakdown {
+  double compute_s = 0;                  // forward + backward + update of one worker
+  double communication_s = 0;            // wall time during which gradient exchange is in flight
+  double exposed_communication_s = 0;    // communication not hidden behind compute
+  double io_stall_s = 0;                 // waiting for input
+};
+
+struct PointResult {
+  int workers = 0;
+  int nodes = 0;
+  int ps_servers = 0;
+  double throughput = 0;        // samples/s, whole job
+  double efficiency = 0;        // throughput / (workers x 1-worker throughput); set by the caller
+  double iteration_time_s = 0;
+  Breakdown breakdown;
+  std::string bottleneck;       // one-line plain-words explanation (--explain)
+  double wall_s = 0;            // host time of the simulation
+};
+
+// Simulates one configuration in a child process. InputError for impossible set-ups.
+PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                              const TrainingPoint& point);
+
+}  // namespace dtsim::sim
