@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/yaml_util.hpp"
 #include "sim/training.hpp"
 
 namespace dtsim::scenarios {
@@ -26,7 +27,10 @@ struct Scenario {
   sim::TrainingPoint point; // strategy, placement, fusion, cycle, data, iterations, variability ...
 };
 
-// Loads a scenario file (strict schema; the sweep block is kept for scenarios/sweep.hpp).
+// Parses a scenario map (strict schema). The key `sweep` is accepted and ignored here: sweeps
+// (scenarios/sweep.hpp) expand it by editing copies of the node and parsing each copy.
+Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin);
+// Loads a scenario file with parse_scenario_node.
 Scenario load_scenario(const std::string& path);
 
 // Predicts every workers entry of the scenario (searching the PS count when ps_auto), with
