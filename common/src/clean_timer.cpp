@@ -1,0 +1,143 @@
+// Disturbance-checked timing: per block, compare the process's own CPU time with wall x threads and
+// the machine's busy time (/proc/stat) with our own, and keep only blocks that ran undisturbed.
+#include "common/clean_timer.hpp"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/errors.hpp"
+
+namespace dtsim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+double clock_tick_s() {
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  return ticks > 0 ? 1.0 / static_cast<double>(ticks) : 0.01;
+}
+
+void check_options(const CleanTimerOptions& o) {
+  auto bad = [](const char* field, const std::string& expected) {
+    throw InputError(fmt::format("clean timer: option '{}' must be {}", field, expected));
+  };
+  if (o.threads < 1 || o.threads > 4096) bad("threads", "in 1..4096");
+  if (o.warmup < 0 || o.warmup > 1000) bad("warmup", "in 0..1000");
+  if (o.blocks < 1 || o.blocks > 1000) bad("blocks", "in 1..1000");
+  if (o.max_blocks < o.blocks || o.max_blocks > 10000) bad("max_blocks", "in blocks..10000");
+  if (!(o.min_block_s >= 0) || o.min_block_s > 3600) bad("min_block_s", "in 0..3600 s");
+  if (o.min_repeats < 1 || o.max_repeats < o.min_repeats || o.max_repeats > 1000000)
+    bad("min_repeats/max_repeats", "1 <= min_repeats <= max_repeats <= 1e6");
+  if (!(o.min_own_cpu_ratio >= 0 && o.min_own_cpu_ratio <= 1)) bad("min_own_cpu_ratio", "in 0..1");
+  if (!(o.max_other_busy_fraction > 0 && o.max_other_busy_fraction <= 1))
+    bad("max_other_busy_fraction", "in (0, 1]");
+}
+
+}  // namespace
+
+double process_cpu_s() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return tv(usage.ru_utime) + tv(usage.ru_stime);
+}
+
+double machine_busy_s() {
+  std::ifstream in("/proc/stat");
+  std::string line;
+  if (!in || !std::getline(in, line) || line.rfind("cpu ", 0) != 0) return -1;
+  std::istringstream fields(line.substr(4));
+  // user nice system idle iowait irq softirq steal (guest time is already inside user)
+  double v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (double& x : v) {
+    if (!(fields >> x)) break;
+  }
+  const double busy_ticks = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  return busy_ticks * clock_tick_s();
+}
+
+int online_cpus() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+TimingResult time_clean(const std::function<void()>& work, const CleanTimerOptions& options) {
+  check_options(options);
+  const int cpus = online_cpus();
+  // /proc/stat counts in clock ticks per CPU: forgive one tick per CPU of quantisation per block.
+  const double tick_allowance_s = clock_tick_s() * cpus;
+
+  // Warm-up, and a first estimate of one repeat to size the blocks.
+  double one_s = 0;
+  for (int i = 0; i < std::max(options.warmup, 1); ++i) {
+    const auto start = Clock::now();
+    work();
+    one_s = seconds_since(start);
+  }
+  int repeats = options.min_repeats;
+  if (one_s > 0 && options.min_block_s > 0)
+    repeats = static_cast<int>(std::ceil(options.min_block_s / one_s));
+  repeats = std::clamp(repeats, options.min_repeats, options.max_repeats);
+
+  TimingResult result;
+  std::vector<double> kept;
+  std::vector<double> times(static_cast<std::size_t>(repeats));
+  for (int b = 0; b < options.max_blocks && result.blocks_kept < options.blocks; ++b) {
+    BlockSample block;
+    block.repeats = repeats;
+    const double busy0 = machine_busy_s();
+    const double cpu0 = process_cpu_s();
+    const auto block_start = Clock::now();
+    for (int r = 0; r < repeats; ++r) {
+      const auto start = Clock::now();
+      work();
+      times[static_cast<std::size_t>(r)] = seconds_since(start);
+    }
+    block.wall_s = seconds_since(block_start);
+    const double own_s = process_cpu_s() - cpu0;
+    const double busy1 = machine_busy_s();
+    block.median_s = median_of(times);
+    block.own_cpu_ratio = block.wall_s > 0 ? own_s / (block.wall_s * options.threads) : 0;
+    if (busy0 >= 0 && busy1 >= 0 && block.wall_s > 0) {
+      const double other_s = std::max(0.0, (busy1 - busy0) - own_s - tick_allowance_s);
+      block.other_busy_fraction = other_s / (block.wall_s * cpus);
+    }
+    block.clean = !options.check_disturbance ||
+                  (block.own_cpu_ratio >= options.min_own_cpu_ratio &&
+                   block.other_busy_fraction < options.max_other_busy_fraction);
+    if (block.clean) {
+      ++result.blocks_kept;
+      kept.push_back(block.median_s);
+    } else {
+      ++result.blocks_rejected;
+    }
+    result.blocks.push_back(block);
+  }
+  if (!kept.empty()) {
+    result.median_s = median_of(kept);
+    const auto [lo, hi] = std::minmax_element(kept.begin(), kept.end());
+    result.spread = result.median_s > 0 ? (*hi - *lo) / result.median_s : 0;
+  }
+  return result;
+}
+
+}  // namespace dtsim
