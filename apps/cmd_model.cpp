@@ -1,0 +1,143 @@
+// `dtsim model show NAME|FILE`: per-layer shapes, parameters, FLOPs and bytes of a zoo or YAML model,
+// then totals (convention in models/README.md); `dtsim model export NAME` writes the YAML schema.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apps/command.hpp"
+#include "common/errors.hpp"
+#include "common/table.hpp"
+#include "models/yaml_io.hpp"
+#include "models/zoo.hpp"
+
+namespace dtsim::apps {
+namespace {
+
+struct ModelArgs {
+  std::string model;
+  int batch = 1;
+  std::string input;  // "HxW" or "S"
+  int channels = 0;
+  int classes = 0;
+  std::string format = "table";
+};
+
+int parse_side(std::string_view text, const std::string& whole) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1)
+    throw InputError(fmt::format("--input: expected HxW with positive integers (e.g. 224x224), got '{}'", whole));
+  return value;
+}
+
+models::ModelOptions options_of(const ModelArgs& a) {
+  models::ModelOptions o;
+  o.batch = a.batch;
+  o.channels = a.channels;
+  o.classes = a.classes;
+  if (a.channels < 0) throw InputError(fmt::format("--channels: expected a positive integer, got {}", a.channels));
+  if (a.classes < 0) throw InputError(fmt::format("--classes: expected a positive integer, got {}", a.classes));
+  if (a.batch < 1) throw InputError(fmt::format("--batch: expected a positive integer, got {}", a.batch));
+  if (!a.input.empty()) {
+    const auto x = a.input.find('x');
+    if (x == std::string::npos) {
+      o.input_h = o.input_w = parse_side(a.input, a.input);
+    } else {
+      o.input_h = parse_side(std::string_view(a.input).substr(0, x), a.input);
+      o.input_w = parse_side(std::string_view(a.input).substr(x + 1), a.input);
+    }
+  }
+  return o;
+}
+
+// FLOP and byte counts are whole numbers; print them as integers.
+std::int64_t whole(double v) { return static_cast<std::int64_t>(std::llround(v)); }
+
+nlohmann::json costs_json(const models::LayerCosts& c) {
+  return {{"params", c.params},
+          {"fwd_flops", whole(c.fwd_flops)},
+          {"bwd_data_flops", whole(c.bwd_data_flops)},
+          {"bwd_weights_flops", whole(c.bwd_weights_flops)},
+          {"activation_bytes", whole(c.activation_bytes)},
+          {"weight_bytes", whole(c.weight_bytes)}};
+}
+
+std::vector<std::string> cost_cells(const models::LayerCosts& c) {
+  return {std::to_string(c.params),          std::to_string(whole(c.fwd_flops)),
+          std::to_string(whole(c.bwd_data_flops)), std::to_string(whole(c.bwd_weights_flops)),
+          std::to_string(whole(c.activation_bytes)), std::to_string(whole(c.weight_bytes))};
+}
+
+void show(const ModelArgs& a) {
+  const TextFormat format = parse_text_format(a.format);
+  const models::Model m = models::load_model(a.model, options_of(a));
+  const auto& in = m.input_shape();
+  const auto totals = m.totals();
+  if (format == TextFormat::JSON) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : m.layers()) {
+      if (l.op == models::OpKind::INPUT) continue;
+      nlohmann::json j = {{"name", l.name},
+                          {"op", std::string(models::to_string(l.op))},
+                          {"output_shape", {l.dst_shape.n, l.dst_shape.c, l.dst_shape.h, l.dst_shape.w}}};
+      j.update(costs_json(l.costs));
+      layers.push_back(std::move(j));
+    }
+    const nlohmann::json out = {{"model", m.name()},
+                                {"batch", m.batch()},
+                                {"input", {in.c, in.h, in.w}},
+                                {"layers", std::move(layers)},
+                                {"totals", costs_json(totals)}};
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  Table table({"name", "op", "output_shape", "params", "fwd_flops", "bwd_data_flops", "bwd_weights_flops",
+               "activation_bytes", "weight_bytes"});
+  for (const auto& l : m.layers()) {
+    if (l.op == models::OpKind::INPUT) continue;
+    std::vector<std::string> row = {l.name, std::string(models::to_string(l.op)), models::to_string(l.dst_shape)};
+    for (auto& cell : cost_cells(l.costs)) row.push_back(std::move(cell));
+    table.add_row(std::move(row));
+  }
+  std::vector<std::string> total_row = {"TOTAL", "", ""};
+  for (auto& cell : cost_cells(totals)) total_row.push_back(std::move(cell));
+  table.add_row(std::move(total_row));
+  if (format == TextFormat::TABLE)
+    std::cout << fmt::format("model {}: batch {}, input {}x{}x{}, {} layers, {} parameters, {:.3f} GFLOP forward\n",
+                             m.name(), m.batch(), in.c, in.h, in.w, m.layers().size() - 1, totals.params,
+                             totals.fwd_flops / 1e9);
+  table.print(std::cout, format);
+}
+
+void export_yaml(const ModelArgs& a) { std::cout << models::model_to_yaml(models::load_model(a.model, options_of(a))); }
+
+void add_model_options(CLI::App* cmd, ModelArgs& args) {
+  cmd->add_option("model", args.model, "Zoo model name (see `dtsim models`) or a YAML model file")->required();
+  cmd->add_option("--batch", args.batch, "Batch size (costs are for the whole batch)")->capture_default_str();
+  cmd->add_option("--input", args.input, "Input height x width, e.g. 224x224 or 32 (default: the model's)");
+  cmd->add_option("--channels", args.channels, "Input channels (default: the model's)");
+  cmd->add_option("--classes", args.classes, "Number of classes (default: the model's)");
+}
+
+const CommandRegistrar registrar("model", 11, [](CLI::App& root) {
+  CLI::App* model = root.add_subcommand("model", "Inspect one model: per-layer shapes and costs, or export it");
+  model->require_subcommand(1);
+  auto show_args = std::make_shared<ModelArgs>();
+  CLI::App* show_cmd = model->add_subcommand(
+      "show", "Per layer: output shape, parameters, forward/backward FLOPs, activation and weight bytes; totals");
+  add_model_options(show_cmd, *show_args);
+  show_cmd->add_option("--format", show_args->format, "Output format: table, csv or json")->capture_default_str();
+  show_cmd->callback([show_args] { show(*show_args); });
+
+  auto export_args = std::make_shared<ModelArgs>();
+  CLI::App* export_cmd =
+      model->add_subcommand("export", "Print the model in the YAML schema of docs/model-schema.md (reloads exactly)");
+  add_model_options(export_cmd, *export_args);
+  export_cmd->callback([export_args] { export_yaml(*export_args); });
+});
+
+}  // namespace
+}  // namespace dtsim::apps
