@@ -1,5 +1,7 @@
 // Compute devices (GPUs and CPU sockets) as described in platforms/devices.yaml, each figure sourced.
+// The catalog is pure data: calibrate/ and sim/ read it to carry measured efficiencies to devices.
 #pragma once
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,7 +24,35 @@ struct Device {
   int fma_units = 0;         // vector FMA units per core
   int threads_per_core = 1;
   std::string source;        // where the figures come from
+  // Additions (platforms engineer): stated assumptions, per-figure sources, host-resolved facts.
+  std::string assumptions;                         // figures that are assumed, and why
+  std::map<std::string, std::string> figure_sources;  // field name -> source, where it has its own
+  std::string cpu_model;     // `host` only: the /proc/cpuinfo model name
+  std::string isa;           // CPUs: "avx512", "avx2", "avx", "sse" (from the SIMD width or cpuinfo)
+
+  bool is_cpu() const { return kind == DeviceKind::CPU; }
+  // CPUs: cores x clock_hz x simd_width_fp32 x fma_units x 2 (FMA = 2 FLOPs); GPUs: peak_flops.
+  double formula_peak_flops() const;
+  // The source of one figure: its own source if it has one, else the device's.
+  const std::string& source_of(std::string_view field) const;
 };
+
+// Facts about the machine dtsim runs on, as read from /proc (injectable for tests).
+struct HostFacts {
+  std::string cpu_model;       // "model name"
+  double clock_hz = 0;         // from "@ x.xxGHz" in the model name, else "cpu MHz"
+  int cores_available = 0;     // CPUs in the process's affinity mask
+  int threads_per_core = 1;    // siblings / cpu cores
+  int simd_width_fp32 = 0;     // 16 (avx512f), 8 (avx2 or avx), 4 (sse)
+  bool has_fma = false;
+  double mem_capacity_B = 0;   // MemTotal
+};
+
+// Parses /proc/cpuinfo and /proc/meminfo text; `cores_available` comes from the caller.
+// Throws Failure when the text has no usable model/ISA information.
+HostFacts parse_host_facts(const std::string& cpuinfo_text, const std::string& meminfo_text, int cores_available);
+// Reads /proc/cpuinfo, /proc/meminfo and sched_getaffinity of this process.
+HostFacts read_host_facts();
 
 class DeviceCatalog {
  public:
@@ -30,6 +60,8 @@ class DeviceCatalog {
   static const DeviceCatalog& builtin();
   // Loads a catalog file; strict schema, InputError naming file, line and field.
   static DeviceCatalog load(const std::string& path);
+  // Same, with the facts used to resolve a `resolve: host` entry (tests inject them).
+  static DeviceCatalog load(const std::string& path, const HostFacts& host);
 
   const Device& by_name(std::string_view name) const;  // InputError listing the known names
   const Device* by_name_or_null(std::string_view name) const;
@@ -37,7 +69,11 @@ class DeviceCatalog {
   const std::vector<Device>& devices() const { return devices_; }
 
  private:
+  static DeviceCatalog load_impl(const std::string& path, const HostFacts* host_or_null);
   std::vector<Device> devices_;
 };
+
+// "gpu" / "cpu".
+std::string to_string(DeviceKind kind);
 
 }  // namespace dtsim::platforms
