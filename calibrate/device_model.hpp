@@ -1,0 +1,64 @@
+// The device model: carries the host's measured kernel efficiency (time vs the roofline bound of the
+// op) to any CPU or GPU of the device catalog, plus a per-op overhead and, for CPUs, an Amdahl
+// threads-per-process model fitted from 1- and N-thread calibration. Method: docs/calibration.md.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+
+#include "calibrate/database.hpp"
+#include "calibrate/op_signature.hpp"
+#include "platforms/device.hpp"
+
+namespace dtsim::calibrate {
+
+// What the device model knows about the calibration host, fitted once from a database.
+struct HostModel {
+  HostInfo host;                                   // the host whose timings are used (empty when none)
+  // Median efficiency (roofline time / measured time) per "class/pass", e.g. "conv/bwd_weights".
+  std::map<std::string, double> class_efficiency;
+  // Per class: a high percentile (90th) of the host efficiency, the reference "best shape" for GPUs.
+  std::map<std::string, double> class_best_efficiency;
+  // Per class: Amdahl parallel fraction fitted from 1-thread vs host.threads-thread timings.
+  std::map<std::string, double> parallel_fraction;
+  // Batch-free signature + "|" + pass -> (batch, efficiency) of every measured batch (batch scaling rule).
+  std::map<std::string, std::map<std::int64_t, double>> by_shape;
+  bool has_host() const { return host.threads > 0 || !host.device_model.empty(); }
+};
+
+// Picks the database's oneDNN host with the most entries (ties: more threads) and fits its model.
+HostModel fit_host_model(const CalibrationDb& db);
+
+// Efficiency of a measured pass on its host: roofline_s / (time_s - per-op overhead), in (0, 1].
+double host_efficiency(const HostInfo& host, const PassEntry& entry);
+
+// Where a worker runs: the device and, for CPUs, how many threads it uses and how many processes
+// share the node's sockets (and so its memory bandwidth).
+struct WorkerPlacement {
+  int threads = 1;           // CPU threads of this worker
+  int workers_per_node = 1;
+  int cpu_sockets = 1;
+};
+
+// FP32 peak of a device: peak_flops when set, else cores x clock x SIMD lanes x FMA units x 2.
+double device_peak_flops(const platforms::Device& device);
+// Peak of one CPU core of `device` (0 for GPUs without core figures).
+double device_core_peak_flops(const platforms::Device& device);
+
+// Predicted time (s) of one pass of class `op_class` with `work`, on `device`, given the host
+// efficiency `host_eff` of the same pass (measured, or the class fallback) and whether the pass was
+// compute bound on the host. Throws InputError for a device with no peak or bandwidth.
+double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& work, double host_eff,
+                      bool host_compute_bound, const platforms::Device& device, const WorkerPlacement& placement);
+
+// Fallback efficiency of a class/pass when the database has no entry: the host's class median, else
+// the documented default of the class.
+double fallback_efficiency(const HostModel& model, OpClass op_class, Pass pass);
+
+// Per-op overhead (s) on a device: kernel launch + framework dispatch on GPUs, primitive execute on CPUs.
+double op_overhead_s(const platforms::Device& device);
+
+// Batch-free form of a signature ("src=32x64x56x56" -> "src=Nx64x56x56").
+std::string strip_batch(const std::string& signature);
+
+}  // namespace dtsim::calibrate

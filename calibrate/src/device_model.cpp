@@ -1,0 +1,214 @@
+// Device model: host efficiency per pass -> predicted time on any catalog device (docs/calibration.md).
+#include "calibrate/device_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/errors.hpp"
+
+namespace dtsim::calibrate {
+namespace {
+
+using platforms::Device;
+using platforms::DeviceKind;
+
+// Per-op overhead of a oneDNN primitive execution on a CPU (argument checks, OpenMP fork/join).
+// Assumption: ~5 us, consistent with HOST-NOTES (primitive cache hit ~10 us including creation).
+constexpr double CPU_OP_OVERHEAD_S = 5e-6;
+// Per-op overhead on a GPU: CUDA kernel launch (~5 us, NVIDIA CUDA C++ Best Practices Guide,
+// "kernel launch overhead") plus the framework's per-op dispatch (TensorFlow/MXNet executors, a few us).
+constexpr double GPU_OP_OVERHEAD_S = 1e-5;
+
+// Best FP32 efficiency (fraction of peak) that cuDNN/cuBLAS reach on the largest, most regular shapes.
+// Assumptions with their basis: cuBLAS SGEMM on large matrices runs at ~85-90% of FP32 peak on
+// Pascal/Volta (NVIDIA cuBLAS performance pages); implicit-GEMM / Winograd-free FP32 convolution in
+// cuDNN loses a further ~10% to im2col indexing and tile quantisation -> 0.75.
+constexpr double GPU_BEST_CONV_EFFICIENCY = 0.75;
+constexpr double GPU_BEST_FC_EFFICIENCY = 0.85;
+// Memory-bound kernels reach ~75% of the datasheet HBM2/GDDR bandwidth (STREAM-like copy/triad on
+// P100/V100 reaches 540-800 GB/s of 732/900, Deakin et al., BabelStream 2016/2018).
+constexpr double GPU_BEST_BANDWIDTH_EFFICIENCY = 0.75;
+
+// Defaults for a class the database has never measured (assumptions, used only without data).
+constexpr double DEFAULT_COMPUTE_EFFICIENCY = 0.5;
+constexpr double DEFAULT_MEMORY_EFFICIENCY = 0.4;
+// No 1-thread calibration: assume ideal thread scaling of the parallel kernels.
+constexpr double DEFAULT_PARALLEL_FRACTION = 1.0;
+// Efficiencies are clamped to this range (a measured time can never beat the roofline).
+constexpr double MIN_EFFICIENCY = 1e-4;
+constexpr double MAX_EFFICIENCY = 1.0;
+// The "best shape" of a class is this percentile of its host efficiencies.
+constexpr double BEST_PERCENTILE = 0.9;
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+std::string class_of_op_name(const std::string& op) {
+  if (op == "sgd_momentum") return std::string(to_string(OpClass::UPDATE));
+  auto kind = models::op_kind_by_name_or_null(op);
+  return std::string(to_string(kind ? op_class_of(*kind) : OpClass::NONE));
+}
+
+std::int64_t batch_of(const std::string& signature) {
+  const auto pos = signature.find("src=");
+  if (pos == std::string::npos) return 0;
+  return std::strtoll(signature.c_str() + pos + 4, nullptr, 10);
+}
+
+}  // namespace
+
+std::string strip_batch(const std::string& signature) {
+  std::string out;
+  out.reserve(signature.size());
+  std::size_t i = 0;
+  while (i < signature.size()) {
+    const bool tag = signature.compare(i, 4, "src=") == 0 || signature.compare(i, 4, "dst=") == 0;
+    if (tag) {
+      out.append(signature, i, 4);
+      i += 4;
+      while (i < signature.size() && std::isdigit(static_cast<unsigned char>(signature[i]))) ++i;
+      out += 'N';
+    } else {
+      out += signature[i++];
+    }
+  }
+  return out;
+}
+
+double device_core_peak_flops(const Device& d) {
+  return d.clock_hz * d.simd_width_fp32 * d.fma_units * 2.0;
+}
+
+double device_peak_flops(const Device& d) {
+  if (d.peak_flops > 0) return d.peak_flops;
+  return device_core_peak_flops(d) * d.cores;
+}
+
+double op_overhead_s(const Device& d) { return d.kind == DeviceKind::GPU ? GPU_OP_OVERHEAD_S : CPU_OP_OVERHEAD_S; }
+
+double host_efficiency(const HostInfo& host, const PassEntry& e) {
+  const double peak = host.core_peak_flops * std::max(host.threads, 1);
+  double roof = 0;
+  if (peak > 0) roof = std::max(roof, e.flops / peak);
+  if (host.mem_bandwidth_Bps > 0) roof = std::max(roof, e.bytes / host.mem_bandwidth_Bps);
+  const double busy = std::max(e.time_s - CPU_OP_OVERHEAD_S, 0.5 * e.time_s);
+  if (!(busy > 0) || !(roof > 0)) return MIN_EFFICIENCY;
+  return std::clamp(roof / busy, MIN_EFFICIENCY, MAX_EFFICIENCY);
+}
+
+HostModel fit_host_model(const CalibrationDb& db) {
+  HostModel model;
+  const std::vector<HostInfo> hosts = db.hosts();
+  const HostInfo* best = nullptr;
+  std::size_t best_n = 0;
+  for (const auto& h : hosts) {
+    if (h.backend != "onednn") continue;
+    const std::size_t n = db.entries(h.key()).size();
+    if (!best || n > best_n || (n == best_n && h.threads > best->threads)) {
+      best = &h;
+      best_n = n;
+    }
+  }
+  if (!best) return model;
+  model.host = *best;
+  std::map<std::string, std::vector<double>> per_class_pass, per_class;
+  for (const auto& [sig, passes] : db.entries(best->key())) {
+    for (const auto& [pass, e] : passes) {
+      if (e.status != EntryStatus::MEASURED) continue;
+      const double eff = host_efficiency(*best, e);
+      const std::string cls = class_of_op_name(e.op);
+      per_class_pass[cls + "/" + pass].push_back(eff);
+      per_class[cls].push_back(eff);
+      model.by_shape[strip_batch(sig) + "|" + pass][batch_of(sig)] = eff;
+    }
+  }
+  for (auto& [k, v] : per_class_pass) model.class_efficiency[k] = percentile(v, 0.5);
+  for (auto& [k, v] : per_class) model.class_best_efficiency[k] = percentile(v, BEST_PERCENTILE);
+
+  // Amdahl fit: same host and library at 1 thread vs best->threads threads, shape by shape.
+  if (best->threads > 1) {
+    for (const auto& h : hosts) {
+      if (h.backend != best->backend || h.device_model != best->device_model || h.isa != best->isa ||
+          h.library_version != best->library_version || h.threads != 1)
+        continue;
+      std::map<std::string, std::vector<double>> fractions;
+      const double t = best->threads;
+      for (const auto& [sig, passes] : db.entries(h.key())) {
+        for (const auto& [pass, e1] : passes) {
+          const PassEntry* en = db.find(best->key(), sig, pass);
+          if (!en || en->status != EntryStatus::MEASURED || e1.status != EntryStatus::MEASURED) continue;
+          const double speedup = e1.time_s / en->time_s;
+          const double p = (1.0 - 1.0 / speedup) / (1.0 - 1.0 / t);
+          fractions[class_of_op_name(e1.op)].push_back(std::clamp(p, 0.0, 1.0));
+        }
+      }
+      for (auto& [cls, v] : fractions) model.parallel_fraction[cls] = percentile(v, 0.5);
+    }
+  }
+  return model;
+}
+
+double fallback_efficiency(const HostModel& model, OpClass op_class, Pass pass) {
+  const std::string key = std::string(to_string(op_class)) + "/" + std::string(to_string(pass));
+  if (auto it = model.class_efficiency.find(key); it != model.class_efficiency.end()) return it->second;
+  // Same class, any pass.
+  for (const auto& [k, v] : model.class_efficiency)
+    if (k.rfind(std::string(to_string(op_class)) + "/", 0) == 0) return v;
+  return is_compute_class(op_class) ? DEFAULT_COMPUTE_EFFICIENCY : DEFAULT_MEMORY_EFFICIENCY;
+}
+
+double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& work, double host_eff,
+                      bool host_compute_bound, const Device& device, const WorkerPlacement& placement) {
+  if (!(device_peak_flops(device) > 0) || !(device.mem_bandwidth_Bps > 0))
+    throw InputError(fmt::format("device '{}': peak_flops and mem_bandwidth_Bps must be > 0 for the compute model",
+                                 device.name));
+  if (work.flops <= 0 && work.bytes <= 0) return 0;
+  const double eff = std::clamp(host_eff, MIN_EFFICIENCY, MAX_EFFICIENCY);
+  const std::string cls(to_string(op_class));
+  const double overhead = op_overhead_s(device);
+
+  if (device.kind == DeviceKind::GPU) {
+    // Relative difficulty of the shape on the host, carried to the GPU's best efficiency of the class.
+    double best_host = eff;
+    if (auto it = model.class_best_efficiency.find(cls); it != model.class_best_efficiency.end())
+      best_host = std::max(it->second, MIN_EFFICIENCY);
+    const double relative = std::min(1.0, eff / best_host);
+    const double compute_best = op_class == OpClass::FC ? GPU_BEST_FC_EFFICIENCY : GPU_BEST_CONV_EFFICIENCY;
+    const double gpu_eff =
+        (is_compute_class(op_class) ? compute_best : GPU_BEST_BANDWIDTH_EFFICIENCY) * relative;
+    const double roof = std::max(work.flops / device.peak_flops, work.bytes / device.mem_bandwidth_Bps);
+    return overhead + roof / std::max(gpu_eff, MIN_EFFICIENCY);
+  }
+
+  // CPU socket(s): threads of this worker, and its share of the node's memory bandwidth.
+  const int n = std::max(placement.threads, 1);
+  const int sockets = std::max(placement.cpu_sockets, 1);
+  const int node_cores = std::max(device.cores, 1) * sockets;
+  const double bw_share = device.mem_bandwidth_Bps * sockets * std::min(1.0, static_cast<double>(n) / node_cores);
+  const double core_peak = device_core_peak_flops(device) > 0 ? device_core_peak_flops(device)
+                                                                : device_peak_flops(device) / node_cores;
+  double p = DEFAULT_PARALLEL_FRACTION;
+  if (auto it = model.parallel_fraction.find(cls); it != model.parallel_fraction.end()) p = it->second;
+  const double host_threads = std::max(model.host.threads, 1);
+  const double amdahl_host = (1 - p) + p / host_threads;
+  const double amdahl_target = (1 - p) + p / n;
+  if (host_compute_bound) {
+    // Single-core efficiency implied by the host's T-thread efficiency, then Amdahl at n threads.
+    const double e1 = std::min(MAX_EFFICIENCY, eff * host_threads * amdahl_host);
+    const double compute_s = work.flops / (core_peak * e1) * amdahl_target;
+    return overhead + std::max(compute_s, work.bytes / bw_share);
+  }
+  const double memory_s = work.bytes / (bw_share * eff);
+  return overhead + std::max(memory_s, work.flops / (core_peak * n));
+}
+
+}  // namespace dtsim::calibrate

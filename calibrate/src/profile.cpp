@@ -1,0 +1,187 @@
+// build_profile / anchor_profile: per-layer times of a model on a device from the calibration
+// database (cached per file) and the device model.
+#include "calibrate/profile.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "calibrate/database.hpp"
+#include "calibrate/device_model.hpp"
+#include "calibrate/op_signature.hpp"
+#include "common/errors.hpp"
+
+namespace dtsim::calibrate {
+namespace {
+
+struct CachedModel {
+  CalibrationDb db;
+  HostModel host;
+};
+
+// The database and its fitted host model, re-read only when the file changes (size or mtime).
+std::shared_ptr<const CachedModel> cached_model(const std::string& path) {
+  struct Slot {
+    long long mtime_ns = -1;
+    long long size = -1;
+    std::shared_ptr<const CachedModel> model;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Slot> cache;
+  struct stat st {};
+  long long mtime_ns = -2, size = -2;
+  if (::stat(path.c_str(), &st) == 0) {
+    mtime_ns = static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+    size = static_cast<long long>(st.st_size);
+  }
+  std::lock_guard lock(mutex);
+  Slot& slot = cache[path];
+  if (!slot.model || slot.mtime_ns != mtime_ns || slot.size != size) {
+    auto fresh = std::make_shared<CachedModel>();
+    fresh->db = CalibrationDb::load(path);
+    fresh->host = fit_host_model(fresh->db);
+    slot = Slot{mtime_ns, size, std::move(fresh)};
+  }
+  return slot.model;
+}
+
+struct HostEff {
+  double efficiency = 0;
+  bool measured = false;
+};
+
+// Host efficiency of one pass: exact entry, else the same shape at the nearest calibrated batch,
+// else the class fallback.
+HostEff host_eff_for(const CachedModel& c, const std::string& signature, Pass pass, OpClass op_class,
+                     std::int64_t batch) {
+  const std::string pass_name(to_string(pass));
+  if (c.host.has_host()) {
+    if (const PassEntry* e = c.db.find(c.host.host.key(), signature, pass_name);
+        e && e->status == EntryStatus::MEASURED)
+      return {host_efficiency(c.host.host, *e), true};
+    if (auto it = c.host.by_shape.find(strip_batch(signature) + "|" + pass_name); it != c.host.by_shape.end()) {
+      const auto& m = it->second;
+      auto best = m.begin();
+      for (auto b = m.begin(); b != m.end(); ++b)
+        if (std::llabs(b->first - batch) < std::llabs(best->first - batch)) best = b;
+      return {best->second, false};
+    }
+  }
+  return {fallback_efficiency(c.host, op_class, pass), false};
+}
+
+bool compute_bound_on_host(const HostModel& m, const PassWork& w, OpClass op_class) {
+  const double peak = m.host.core_peak_flops * std::max(m.host.threads, 1);
+  if (!(peak > 0) || !(m.host.mem_bandwidth_Bps > 0)) return is_compute_class(op_class);
+  return w.flops / peak >= w.bytes / m.host.mem_bandwidth_Bps;
+}
+
+}  // namespace
+
+double ComputeProfile::fwd_s() const {
+  double s = 0;
+  for (const auto& l : layers) s += l.fwd_s;
+  return s;
+}
+
+double ComputeProfile::bwd_s() const {
+  double s = 0;
+  for (const auto& l : layers) s += l.bwd_s();
+  return s;
+}
+
+double ComputeProfile::step_compute_s() const { return fwd_s() + bwd_s() + update_s; }
+
+std::int64_t ComputeProfile::grad_bytes() const {
+  std::int64_t b = 0;
+  for (const auto& l : layers) b += l.grad_bytes;
+  return b;
+}
+
+ComputeProfile build_profile(const models::Model& model, const platforms::Device& device,
+                             const ProfileOptions& options) {
+  if (options.threads < 0 || options.threads > 4096)
+    throw InputError(fmt::format("threads per worker must be in 0..4096, got {}", options.threads));
+  if (options.workers_per_node < 1 || options.workers_per_node > 4096)
+    throw InputError(fmt::format("workers per node must be in 1..4096, got {}", options.workers_per_node));
+  if (options.cpu_sockets < 1 || options.cpu_sockets > 64)
+    throw InputError(fmt::format("cpu sockets must be in 1..64, got {}", options.cpu_sockets));
+  if (model.batch() < 1) throw InputError(fmt::format("model '{}': batch must be >= 1", model.name()));
+
+  const std::string path = options.db_path.empty() ? default_db_path() : options.db_path;
+  const auto cached = cached_model(path);
+
+  WorkerPlacement placement;
+  placement.workers_per_node = options.workers_per_node;
+  placement.cpu_sockets = options.cpu_sockets;
+  ComputeProfile profile;
+  profile.model = model.name();
+  profile.device = device.name;
+  profile.batch = static_cast<int>(model.batch());
+  if (device.kind == platforms::DeviceKind::CPU) {
+    const int node_cores = std::max(device.cores, 1) * options.cpu_sockets;
+    placement.threads = options.threads > 0 ? options.threads : std::max(1, node_cores / options.workers_per_node);
+    profile.threads = placement.threads;
+  }
+
+  double measured_s = 0, total_s = 0;
+  std::int64_t params = 0;
+  for (const auto& layer : model.layers()) {
+    if (layer.op == models::OpKind::INPUT) continue;
+    LayerTime t;
+    t.name = layer.name;
+    t.op = std::string(models::to_string(layer.op));
+    t.grad_bytes = layer.costs.params * 4;
+    params += layer.costs.params;
+    const OpClass op_class = op_class_of(layer.op);
+    const std::string signature = op_signature(layer);
+    const auto passes = passes_of(layer);
+    bool all_measured = !passes.empty();
+    for (Pass pass : passes) {
+      const PassWork work = pass_work(layer, pass);
+      const HostEff he = host_eff_for(*cached, signature, pass, op_class, model.batch());
+      const double s = predict_pass_s(cached->host, op_class, work, he.efficiency,
+                                      compute_bound_on_host(cached->host, work, op_class), device, placement);
+      (pass == Pass::FWD ? t.fwd_s : pass == Pass::BWD_DATA ? t.bwd_data_s : t.bwd_weights_s) = s;
+      total_s += s;
+      if (he.measured) measured_s += s;
+      all_measured = all_measured && he.measured;
+    }
+    t.measured = all_measured;
+    profile.layers.push_back(std::move(t));
+  }
+  if (params > 0) {
+    const PassWork work = update_work(params);
+    double eff = fallback_efficiency(cached->host, OpClass::UPDATE, Pass::FWD);
+    if (cached->host.has_host())
+      if (const PassEntry* e = cached->db.find(cached->host.host.key(), update_signature(params), "fwd");
+          e && e->status == EntryStatus::MEASURED)
+        eff = host_efficiency(cached->host.host, *e);
+    profile.update_s = predict_pass_s(cached->host, OpClass::UPDATE, work, eff, false, device, placement);
+  }
+  profile.coverage = total_s > 0 ? measured_s / total_s : 0;
+  if (options.anchor_samples_per_s) anchor_profile(profile, *options.anchor_samples_per_s);
+  return profile;
+}
+
+void anchor_profile(ComputeProfile& profile, double samples_per_s) {
+  if (!(samples_per_s > 0) || !std::isfinite(samples_per_s))
+    throw InputError(fmt::format("anchor throughput must be a finite number of samples/s > 0, got {}", samples_per_s));
+  const double step = profile.step_compute_s();
+  if (!(step > 0)) throw Failure(fmt::format("cannot anchor model '{}': its predicted step time is 0", profile.model));
+  const double factor = profile.batch / (samples_per_s * step);
+  for (auto& l : profile.layers) {
+    l.fwd_s *= factor;
+    l.bwd_data_s *= factor;
+    l.bwd_weights_s *= factor;
+  }
+  profile.update_s *= factor;
+  profile.anchor_factor *= factor;
+}
+
+}  // namespace dtsim::calibrate
