@@ -50,6 +50,10 @@ struct TrainingPoint {
   Variability variability;
   CommMode comm_mode = CommMode::AUTO;
   std::string trace_path;                    // non-empty: write a Chrome trace of one iteration
+  double input_bytes_per_sample = 0;         // data-parallel-single-node: input tensor scattered from device 0
+  double output_bytes_per_sample = 0;        // data-parallel-single-node: outputs gathered on device 0
+  double metadata_ops_per_sample = 1;        // real data on a parallel FS: file opens per sample (one JPEG each)
+  double preprocess_s_per_sample = 0;        // real data: host decode/augment time per sample (0 = not modelled)
 };
 
 struct Breakdown {
@@ -69,7 +73,15 @@ struct PointResult {
   Breakdown breakdown;
   std::string bottleneck;       // one-line plain-words explanation (--explain)
   double wall_s = 0;            // host time of the simulation
+  double inter_node_bytes = 0;  // gradient/parameter bytes crossing node boundaries, per measured iteration
+  double intra_node_bytes = 0;  // the same inside nodes (PCIe/NVLink/shared memory)
+  int buckets = 0;              // gradient exchanges per worker and iteration
+  std::int64_t activities = 0;  // SimGrid activities created (cost of the prediction)
 };
+
+// Serialises a result for the trip from the simulation child process (and back).
+std::string to_json_text(const PointResult& r);
+PointResult point_result_from_json_text(const std::string& text);
 
 // Simulates one configuration in a child process. InputError for impossible set-ups.
 PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,

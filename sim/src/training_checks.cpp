@@ -1,0 +1,88 @@
+// Input checks for simulate_training: every absurd value becomes a one-line InputError naming the flag.
+#include "sim/src/training_checks.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "common/errors.hpp"
+
+namespace dtsim::sim {
+namespace {
+// Upper bounds that keep a prediction finite in time and memory, not physical limits.
+constexpr int MAX_WORKERS = 1 << 20;
+constexpr int MAX_ITERATIONS = 1000;
+constexpr int MAX_PREFETCH = 1000;
+constexpr double MAX_CYCLE_S = 10.0;
+constexpr double MAX_SLOWDOWN = 1000.0;
+constexpr double MAX_JITTER_CV = 10.0;
+
+bool finite_non_negative(double x) { return std::isfinite(x) && x >= 0; }
+}  // namespace
+
+int effective_workers_per_node(const platforms::Platform& platform, const TrainingPoint& point) {
+  const int wpn = point.workers_per_node > 0 ? point.workers_per_node : platform.default_workers_per_node();
+  return std::max(1, std::min(wpn, point.workers));
+}
+
+Layout check_training_point(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                            const TrainingPoint& point) {
+  const std::string& pname = platform.name;
+  if (point.workers < 1 || point.workers > MAX_WORKERS)
+    throw InputError(fmt::format("--workers: expected 1..{} workers, got {}", MAX_WORKERS, point.workers));
+  if (point.workers_per_node < 0)
+    throw InputError(fmt::format("--workers-per-node: expected >= 1, got {}", point.workers_per_node));
+  if (platform.has_gpus() && point.workers_per_node > platform.node.gpus)
+    throw InputError(fmt::format("--workers-per-node: platform '{}' has {} GPUs per node, got {}", pname,
+                                 platform.node.gpus, point.workers_per_node));
+  if (profile.batch < 1) throw InputError(fmt::format("--batch: expected >= 1 sample per worker, got {}", profile.batch));
+  if (profile.layers.empty()) throw InputError("compute profile: the model has no layers to simulate");
+  if (point.iterations < 1 || point.iterations > MAX_ITERATIONS)
+    throw InputError(fmt::format("--iterations: expected 1..{}, got {}", MAX_ITERATIONS, point.iterations));
+  if (!finite_non_negative(point.fusion_bytes))
+    throw InputError(fmt::format("--fusion-mb: expected >= 0, got {} bytes", point.fusion_bytes));
+  if (!finite_non_negative(point.cycle_s) || point.cycle_s > MAX_CYCLE_S)
+    throw InputError(fmt::format("--cycle-ms: expected 0..{} ms, got {}", MAX_CYCLE_S * 1e3, point.cycle_s * 1e3));
+  const bool ps = point.strategy == Strategy::PS || point.strategy == Strategy::PS_REPLICATED ||
+                  point.strategy == Strategy::PS_ASYNC;
+  if (ps && (point.ps_servers < 1 || point.ps_servers > MAX_WORKERS))
+    throw InputError(fmt::format("--ps: expected 1..{} parameter servers, got {}", MAX_WORKERS, point.ps_servers));
+
+  Layout layout;
+  layout.workers_per_node = effective_workers_per_node(platform, point);
+  layout.nodes = (point.workers + layout.workers_per_node - 1) / layout.workers_per_node;
+  layout.dedicated_ps_nodes = ps && point.ps_placement == PsPlacement::DEDICATED ? point.ps_servers : 0;
+  if (static_cast<long long>(layout.nodes) + layout.dedicated_ps_nodes > platform.nodes)
+    throw InputError(fmt::format(
+        "--workers: {} workers at {} per node need {} nodes{} but platform '{}' has {}", point.workers,
+        layout.workers_per_node, layout.nodes,
+        layout.dedicated_ps_nodes > 0 ? fmt::format(" plus {} dedicated PS nodes", layout.dedicated_ps_nodes) : "",
+        pname, platform.nodes));
+  if (point.strategy == Strategy::DATA_PARALLEL_SINGLE_NODE && layout.nodes > 1)
+    throw InputError(fmt::format("--strategy data-parallel-single-node: {} workers do not fit on one node of '{}' "
+                                 "({} per node)", point.workers, pname, layout.workers_per_node));
+  if (point.data == DataMode::REAL) {
+    if (platform.storage.kind == platforms::StorageKind::NONE)
+      throw InputError(fmt::format("--data real: platform '{}' describes no storage; use --data synthetic", pname));
+    if (!(platform.storage.read_bandwidth_Bps > 0))
+      throw InputError(fmt::format("--data real: platform '{}' storage read bandwidth must be > 0", pname));
+    if (!std::isfinite(point.sample_bytes) || point.sample_bytes <= 0)
+      throw InputError(fmt::format("sample_bytes: expected > 0 bytes per sample for real data, got {}", point.sample_bytes));
+    if (point.prefetch_depth < 1 || point.prefetch_depth > MAX_PREFETCH)
+      throw InputError(fmt::format("prefetch_depth: expected 1..{}, got {}", MAX_PREFETCH, point.prefetch_depth));
+    if (!finite_non_negative(point.metadata_ops_per_sample) || !finite_non_negative(point.preprocess_s_per_sample))
+      throw InputError("metadata_ops_per_sample and preprocess_s_per_sample must be >= 0");
+  }
+  if (!finite_non_negative(point.input_bytes_per_sample) || !finite_non_negative(point.output_bytes_per_sample))
+    throw InputError("input/output bytes per sample must be >= 0");
+  const auto& v = point.variability;
+  if (!finite_non_negative(v.jitter_cv) || v.jitter_cv > MAX_JITTER_CV)
+    throw InputError(fmt::format("variability.jitter_cv: expected 0..{}, got {}", MAX_JITTER_CV, v.jitter_cv));
+  if (!(v.straggler_probability >= 0 && v.straggler_probability <= 1))
+    throw InputError(fmt::format("variability.straggler_probability: expected 0..1, got {}", v.straggler_probability));
+  if (!(v.straggler_slowdown >= 1 && v.straggler_slowdown <= MAX_SLOWDOWN))
+    throw InputError(fmt::format("variability.straggler_slowdown: expected 1..{}, got {}", MAX_SLOWDOWN, v.straggler_slowdown));
+  return layout;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,117 @@
+// The iteration workload of one worker: bucket boundaries in backward order and PS variable placement.
+#include "sim/src/workload.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/errors.hpp"
+
+namespace dtsim::sim {
+
+double IterationPlan::step_s() const {
+  return fwd_s + std::accumulate(bwd_segment_s.begin(), bwd_segment_s.end(), 0.0) + bwd_tail_s + update_s;
+}
+
+namespace {
+void check_time(double t, const calibrate::LayerTime& l, const char* what) {
+  if (!std::isfinite(t) || t < 0)
+    throw InputError(fmt::format("compute profile: layer '{}' has an invalid {} time {} (expected >= 0 s)",
+                                 l.name, what, t));
+}
+}  // namespace
+
+IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes) {
+  if (!std::isfinite(fusion_bytes) || fusion_bytes < 0)
+    throw InputError(fmt::format("fusion size must be >= 0 bytes, got {}", fusion_bytes));
+  if (!std::isfinite(profile.update_s) || profile.update_s < 0)
+    throw InputError(fmt::format("compute profile: update time must be >= 0 s, got {}", profile.update_s));
+  IterationPlan plan;
+  plan.update_s = profile.update_s;
+  for (const auto& l : profile.layers) {
+    check_time(l.fwd_s, l, "forward");
+    check_time(l.bwd_data_s, l, "backward-data");
+    check_time(l.bwd_weights_s, l, "backward-weights");
+    if (l.grad_bytes < 0) throw InputError(fmt::format("compute profile: layer '{}' has negative gradient bytes", l.name));
+    plan.fwd_s += l.fwd_s;
+  }
+  Bucket open;
+  double since_last_ready_s = 0;   // backward time since the previous bucket boundary
+  double open_until_s = 0;         // backward time up to the open bucket's last gradient
+  auto close = [&] {
+    if (open.layers.empty()) return;
+    plan.bwd_segment_s.push_back(open_until_s);
+    plan.grad_bytes += open.bytes;
+    plan.buckets.push_back(std::move(open));
+    open = Bucket{};
+    since_last_ready_s -= open_until_s;
+    open_until_s = 0;
+  };
+  for (int i = static_cast<int>(profile.layers.size()) - 1; i >= 0; --i) {
+    const auto& l = profile.layers[static_cast<std::size_t>(i)];
+    since_last_ready_s += l.bwd_s();
+    if (l.grad_bytes <= 0) continue;
+    const double bytes = static_cast<double>(l.grad_bytes);
+    if (!open.layers.empty() && open.bytes + bytes > fusion_bytes) {
+      close();
+    }
+    open.layers.push_back(i);
+    open.bytes += bytes;
+    open_until_s = since_last_ready_s;  // this gradient is ready when its layer's backward ends
+  }
+  close();
+  plan.bwd_tail_s = std::max(0.0, since_last_ready_s);
+  return plan;
+}
+
+std::vector<int> place_variables(const calibrate::ComputeProfile& profile, int servers, PsBalance balance) {
+  if (servers < 1) throw InputError(fmt::format("parameter servers must be >= 1, got {}", servers));
+  std::vector<int> placement(profile.layers.size(), -1);
+  if (balance == PsBalance::ROUND_ROBIN) {
+    int next = 0;
+    for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+      if (profile.layers[i].grad_bytes <= 0) continue;
+      placement[i] = next;
+      next = (next + 1) % servers;
+    }
+    return placement;
+  }
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < profile.layers.size(); ++i)
+    if (profile.layers[i].grad_bytes > 0) order.push_back(i);
+  // Largest first; ties keep forward order so the placement is deterministic.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return profile.layers[a].grad_bytes > profile.layers[b].grad_bytes;
+  });
+  std::vector<double> load(static_cast<std::size_t>(servers), 0.0);
+  for (std::size_t i : order) {
+    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+    placement[i] = static_cast<int>(least);
+    load[static_cast<std::size_t>(least)] += static_cast<double>(profile.layers[i].grad_bytes);
+  }
+  return placement;
+}
+
+std::vector<double> server_bytes(const calibrate::ComputeProfile& profile, const std::vector<int>& placement,
+                                 int servers) {
+  std::vector<double> bytes(static_cast<std::size_t>(std::max(servers, 0)), 0.0);
+  for (std::size_t i = 0; i < placement.size() && i < profile.layers.size(); ++i)
+    if (placement[i] >= 0) bytes[static_cast<std::size_t>(placement[i])] += static_cast<double>(profile.layers[i].grad_bytes);
+  return bytes;
+}
+
+std::vector<std::vector<double>> bucket_server_bytes(const calibrate::ComputeProfile& profile,
+                                                     const IterationPlan& plan, const std::vector<int>& placement,
+                                                     int servers) {
+  std::vector<std::vector<double>> out(plan.buckets.size(), std::vector<double>(static_cast<std::size_t>(servers), 0.0));
+  for (std::size_t b = 0; b < plan.buckets.size(); ++b)
+    for (int li : plan.buckets[b].layers) {
+      const int s = placement[static_cast<std::size_t>(li)];
+      if (s >= 0) out[b][static_cast<std::size_t>(s)] += static_cast<double>(profile.layers[static_cast<std::size_t>(li)].grad_bytes);
+    }
+  return out;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,49 @@
+// Internal to sim/: the per-iteration workload of one worker, built from a ComputeProfile without
+// SimGrid: forward as one exec, backward cut at gradient-bucket boundaries, buckets in backward order,
+// and parameter-server variable placement. The training replay (training.cpp) plays it just in time.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "calibrate/profile.hpp"
+#include "sim/comm.hpp"
+
+namespace dtsim::sim {
+
+// One fused gradient buffer: the gradients of consecutive parameter layers in backward order.
+struct Bucket {
+  double bytes = 0;
+  std::vector<int> layers;  // indices into ComputeProfile::layers, in backward order
+};
+
+// Backward is replayed as segments: segment k ends exactly when bucket k's last gradient is ready.
+struct IterationPlan {
+  double fwd_s = 0;
+  std::vector<double> bwd_segment_s;  // one per bucket
+  double bwd_tail_s = 0;              // backward after the last gradient (parameter-free first layers)
+  double update_s = 0;
+  std::vector<Bucket> buckets;        // backward order
+  double grad_bytes = 0;              // sum of bucket bytes
+  double step_s() const;              // fwd + all backward + update
+};
+
+// Builds the plan: buckets are filled in backward order while their size stays <= fusion_bytes (a
+// gradient larger than the threshold travels alone, as in Horovod; fusion_bytes 0 = one per layer).
+// Throws InputError for a negative fusion size or a profile with negative times.
+IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes);
+
+// Variable placement on parameter servers: server index per profile layer (-1 for layers without
+// parameters). GREEDY: largest variable first onto the least-loaded server (TF's
+// GreedyLoadBalancingStrategy on bytes); ROUND_ROBIN: in forward order. Throws InputError for servers < 1.
+std::vector<int> place_variables(const calibrate::ComputeProfile& profile, int servers, PsBalance balance);
+
+// Bytes held by each server under a placement.
+std::vector<double> server_bytes(const calibrate::ComputeProfile& profile, const std::vector<int>& placement,
+                                 int servers);
+
+// Per-bucket, per-server bytes: result[bucket][server].
+std::vector<std::vector<double>> bucket_server_bytes(const calibrate::ComputeProfile& profile,
+                                                     const IterationPlan& plan, const std::vector<int>& placement,
+                                                     int servers);
+
+}  // namespace dtsim::sim
