@@ -157,7 +157,12 @@ void parse_node(Reader& r, const YAML::Node& map, Platform& p) {
   } else if (n.gpus > 0) {
     r.fail(map["gpus"], ctx, "field 'gpus' is set but 'gpu' (the device name) is missing");
   }
-  n.memory_B = r.number(map, "memory_B", ctx, true, true);
+  // memory_B: 0 means "as the CPU device reports" (only meaningful for the resolved `host` device).
+  n.memory_B = r.number(map, "memory_B", ctx, true, false);
+  if (n.memory_B == 0) {
+    if (n.cpu != "host") r.fail(map["memory_B"], ctx, "field 'memory_B' must be > 0 (0 is allowed only with cpu: host)");
+    n.memory_B = cpu->mem_capacity_B * n.cpu_sockets;
+  }
   n.nics = r.integer(map, "nics", ctx, false, 1, MAX_PER_NODE, 1);
   n.source = r.text(map, "source", ctx, true);
   if (!map["intra"]) r.fail(map, ctx, "missing required field 'intra'");
