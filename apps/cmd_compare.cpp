@@ -1,0 +1,73 @@
+// `dtsim compare SCENARIO --platforms A,B,C`: the same workload on several platforms, one table
+// (stdout) and one plot (platforms.png/svg in --out).
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "apps/command.hpp"
+#include "common/errors.hpp"
+#include "common/table.hpp"
+#include "common/yaml_util.hpp"
+#include "scenarios/compare.hpp"
+
+namespace dtsim::apps {
+namespace {
+
+struct CompareArgs {
+  std::string scenario, platforms, out, format = "table";
+  int jobs = 1;
+  bool no_plot = false;
+};
+
+void run(const CompareArgs& a) {
+  const TextFormat format = parse_text_format(a.format);
+  const auto platforms = scenarios::parse_platform_list(a.platforms);
+  const yaml::Origin origin{a.scenario};
+  const YAML::Node node = yaml::load_file(a.scenario);
+  if (!node.IsMap()) throw InputError(fmt::format("{}: a scenario must be a map of fields", a.scenario));
+  const auto points = scenarios::compare_points(node, platforms, origin);
+  scenarios::validate_points(points, origin);
+  scenarios::SweepOptions opt;
+  opt.jobs = a.jobs;
+  opt.out_dir = a.out.empty()
+                    ? (std::filesystem::path("results") / (std::filesystem::path(a.scenario).stem().string() + "-compare"))
+                          .string()
+                    : a.out;
+  opt.progress = format == TextFormat::TABLE;
+  const auto s = scenarios::run_sweep(points, origin, opt, scenarios::predict_point);
+  if (s.mpi_rank != 0) return;
+  if (s.interrupted) throw Failure(fmt::format("interrupted: finished platforms are kept in {}", s.jsonl_path));
+  const Table t = scenarios::results_table(opt.out_dir, points);
+  if (format == TextFormat::JSON) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : t.rows()) {
+      nlohmann::json o;
+      for (std::size_t i = 0; i < r.size(); ++i) o[t.header()[i]] = r[i];
+      rows.push_back(o);
+    }
+    std::cout << rows.dump(2) << '\n';
+  } else {
+    t.print(std::cout, format);
+  }
+  if (!a.no_plot) {
+    const std::string files = scenarios::run_plots(opt.out_dir, opt.out_dir);
+    if (format == TextFormat::TABLE) std::cout << "results: " << s.csv_path << "\nplots:\n" << files;
+  }
+}
+
+const CommandRegistrar registrar("compare", 41, [](CLI::App& root) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* cmd = root.add_subcommand("compare", "Predict the same scenario on several platforms: one table, one plot");
+  cmd->add_option("scenario", args->scenario, "Scenario YAML file (docs/scenario-schema.md)")->required();
+  cmd->add_option("--platforms", args->platforms, "Comma-separated platform names or files, e.g. taiwania2-ib,taiwania2-10gbe")
+      ->required();
+  cmd->add_option("--out", args->out, "Output directory (default results/<stem>-compare)");
+  cmd->add_option("-j,--jobs", args->jobs, "Platforms simulated at once")->check(CLI::Range(1, 1024));
+  cmd->add_option("--format", args->format, "table, csv or json");
+  cmd->add_flag("--no-plot", args->no_plot, "Skip the platform-comparison plot");
+  cmd->callback([args] { run(*args); });
+});
+
+}  // namespace
+}  // namespace dtsim::apps

@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""Plots of dtsim results: scaling, efficiency, time breakdown, platform comparison and
+predicted-vs-measured. Input: a sweep/compare output directory or results.csv, or an accuracy.csv.
+Writes PNG and SVG files into --out and prints each path written (one per line).
+Run with Debian's /usr/bin/python3 (matplotlib); `dtsim plot` calls this script."""
+import argparse
+import csv
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LABEL_COLUMNS = ["model", "platform", "strategy", "batch", "data"]
+BREAKDOWN = [("compute_s", "compute (fwd+bwd+update)", "#4c72b0"),
+             ("exposed_communication_s", "exposed communication", "#dd8452"),
+             ("io_stall_s", "input I/O stall", "#55a868")]
+MAX_SERIES = 12
+MAX_BARS = 48
+
+
+def fail(msg, code=2):
+    print(f"plot_results.py: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def to_float(s):
+    try:
+        v = float(s)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return rows
+
+
+def save(fig, out_dir, stem, written):
+    for ext in ("png", "svg"):
+        p = os.path.join(out_dir, f"{stem}.{ext}")
+        fig.savefig(p, dpi=130, bbox_inches="tight")
+        written.append(p)
+    plt.close(fig)
+
+
+def series_columns(rows):
+    """Columns (other than workers) whose values differ between rows: they name the series."""
+    cols = [c for c in LABEL_COLUMNS if len({r.get(c, "") for r in rows}) > 1]
+    for c in rows[0].keys():
+        if c.startswith("sweep.") and c != "sweep.workers" and c[6:] not in LABEL_COLUMNS:
+            if len({r.get(c, "") for r in rows}) > 1:
+                cols.append(c)
+    return cols
+
+
+def short(c):
+    return c[6:] if c.startswith("sweep.") else c
+
+
+def group(rows, cols):
+    groups = {}
+    for r in rows:
+        key = ", ".join(f"{short(c)}={r.get(c, '')}" for c in cols) if cols else "prediction"
+        groups.setdefault(key, []).append(r)
+    for k in groups:
+        groups[k].sort(key=lambda r: to_float(r["workers"]) or 0)
+    return groups
+
+
+def title_of(rows, name):
+    fixed = [f"{c} {rows[0][c]}" for c in LABEL_COLUMNS if rows[0].get(c) and len({r.get(c) for r in rows}) == 1]
+    return f"{name}: " + ", ".join(fixed) if fixed else name
+
+
+def plot_scaling(rows, groups, out_dir, name, written):
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, rs) in enumerate(list(groups.items())[:MAX_SERIES]):
+        w = [to_float(r["workers"]) for r in rs]
+        t = [to_float(r["throughput_samples_per_s"]) for r in rs]
+        pts = [(a, b) for a, b in zip(w, t) if a and b]
+        if not pts:
+            continue
+        c = colors[i % len(colors)]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=c, label=label)
+        w0, t0 = pts[0]
+        ax.plot([p[0] for p in pts], [t0 * p[0] / w0 for p in pts], ":", color=c, alpha=0.6)
+    ax.plot([], [], "k:", alpha=0.6, label="ideal (linear from the smallest point)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("workers (GPUs or processes)")
+    ax.set_ylabel("throughput (samples/s, whole job)")
+    ax.set_title(title_of(rows, f"Scaling - {name}"), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "scaling", written)
+
+
+def plot_efficiency(rows, groups, out_dir, name, written):
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, rs in list(groups.items())[:MAX_SERIES]:
+        pts = []
+        base = rs[0]
+        w0, t0 = to_float(base["workers"]), to_float(base["throughput_samples_per_s"])
+        for r in rs:
+            w, t, e = to_float(r["workers"]), to_float(r["throughput_samples_per_s"]), to_float(r.get("efficiency"))
+            if not w or t is None:
+                continue
+            if not e and w0 and t0:
+                e = t / (t0 * w / w0)
+            pts.append((w, 100 * e))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
+    ax.axhline(100, color="k", ls=":", alpha=0.6, label="ideal")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("workers (GPUs or processes)")
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_title(title_of(rows, f"Efficiency - {name}"), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "efficiency", written)
+
+
+def plot_breakdown(rows, groups, out_dir, name, written):
+    bars = []
+    for label, rs in groups.items():
+        for r in rs:
+            bars.append((f"{label}\nw={r['workers']}" if label != "prediction" else f"w={r['workers']}", r))
+    if len(bars) > MAX_BARS:
+        step = math.ceil(len(bars) / MAX_BARS)
+        bars = bars[::step]
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(bars) + 2), 5.5))
+    x = range(len(bars))
+    bottom = [0.0] * len(bars)
+    for col, text, color in BREAKDOWN:
+        vals = [1000 * (to_float(r.get(col)) or 0) for _, r in bars]
+        ax.bar(x, vals, bottom=bottom, color=color, label=text)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    it = [1000 * (to_float(r.get("iteration_time_s")) or 0) for _, r in bars]
+    ax.plot(x, it, "k_", markersize=14, mew=2, label="simulated iteration time")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([b[0] for b in bars], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("time per iteration (ms)")
+    ax.set_title(title_of(rows, f"Time breakdown per iteration - {name}"), fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "breakdown", written)
+
+
+def plot_platforms(rows, out_dir, name, written):
+    platforms = list(dict.fromkeys(r["platform"] for r in rows))
+    workers = sorted({to_float(r["workers"]) for r in rows if to_float(r["workers"])})
+    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(platforms) * max(1, len(workers)) / 2 + 3), 5))
+    width = 0.8 / max(1, len(workers))
+    for j, w in enumerate(workers):
+        vals = []
+        for p in platforms:
+            match = [to_float(r["throughput_samples_per_s"]) or 0 for r in rows
+                     if r["platform"] == p and to_float(r["workers"]) == w]
+            vals.append(max(match) if match else 0)
+        xs = [i + (j - (len(workers) - 1) / 2) * width for i in range(len(platforms))]
+        b = ax.bar(xs, vals, width=width, label=f"{int(w)} workers")
+        ax.bar_label(b, fmt="%.0f", fontsize=7)
+    ax.set_xticks(range(len(platforms)))
+    ax.set_xticklabels(platforms, rotation=20, ha="right")
+    ax.set_ylabel("throughput (samples/s, whole job)")
+    ax.set_title(title_of(rows, f"Platform comparison - {name}"), fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "platforms", written)
+
+
+def plot_accuracy(rows, out_dir, written):
+    studies = list(dict.fromkeys(r["study"] for r in rows))
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    lo, hi = float("inf"), 0.0
+    for s in studies:
+        rs = [r for r in rows if r["study"] == s and to_float(r["predicted"]) and to_float(r["measured"])]
+        for variant in sorted({r.get("variant", "") for r in rs}):
+            vs = [r for r in rs if r.get("variant", "") == variant]
+            m = [to_float(r["measured"]) for r in vs]
+            p = [to_float(r["predicted"]) for r in vs]
+            if not m:
+                continue
+            lo, hi = min(lo, *m, *p), max(hi, *m, *p)
+            ax.plot(m, p, "o", label=f"{s} {variant}".strip(), alpha=0.8)
+    if hi <= 0:
+        fail("accuracy file has no row with both measured and predicted values")
+    xs = [lo / 1.5, hi * 1.5]
+    ax.plot(xs, xs, "k-", lw=1, label="predicted = measured")
+    ax.fill_between(xs, [x * 0.9 for x in xs], [x * 1.1 for x in xs], color="k", alpha=0.08, label="+-10%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured throughput (images/s)")
+    ax.set_ylabel("dtsim predicted throughput (images/s)")
+    ax.set_title("Predicted vs measured (open-measurements.yaml)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    save(fig, out_dir, "predicted_vs_measured", written)
+    # Per study: throughput against workers, measured as markers, predicted as lines.
+    for s in studies:
+        rs = [r for r in rows if r["study"] == s]
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, variant in enumerate(sorted({r.get("variant", "") for r in rs})):
+            vs = sorted([r for r in rs if r.get("variant", "") == variant], key=lambda r: float(r["workers"]))
+            w = [float(r["workers"]) for r in vs]
+            c = colors[i % len(colors)]
+            ax.plot(w, [to_float(r["measured"]) for r in vs], "s", color=c, label=f"measured {variant}".strip())
+            ax.plot(w, [to_float(r["predicted"]) for r in vs], "-", color=c, label=f"dtsim {variant}".strip())
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("workers (GPUs)")
+        ax.set_ylabel("throughput (images/s)")
+        ax.set_title(f"{s}: measured (markers) vs dtsim (lines)", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, out_dir, f"accuracy_{s}", written)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", help="sweep/compare output directory, results.csv, or accuracy.csv")
+    ap.add_argument("--out", default=None, help="directory for the PNG/SVG files (default: beside the input)")
+    ap.add_argument("--name", default=None, help="name used in plot titles (default: the directory name)")
+    args = ap.parse_args()
+    path = args.results
+    if os.path.isdir(path):
+        cand = [os.path.join(path, f) for f in ("results.csv", "accuracy.csv")]
+        cand = [c for c in cand if os.path.isfile(c)]
+        if not cand:
+            fail(f"{path}: holds neither results.csv nor accuracy.csv")
+        path = cand[0]
+    if not os.path.isfile(path):
+        fail(f"{path}: no such file")
+    out_dir = args.out or os.path.dirname(os.path.abspath(path))
+    os.makedirs(out_dir, exist_ok=True)
+    name = args.name or os.path.basename(os.path.dirname(os.path.abspath(path)))
+    rows = read_csv(path)
+    written = []
+    if rows and "measured" in rows[0] and "predicted" in rows[0]:
+        plot_accuracy(rows, out_dir, written)
+    else:
+        if rows and "throughput_samples_per_s" not in rows[0]:
+            fail(f"{path}: not a dtsim results file (no throughput_samples_per_s column)")
+        ok = [r for r in rows if r.get("status", "ok") == "ok" and to_float(r.get("throughput_samples_per_s"))]
+        if not ok:
+            fail(f"{path}: no successful result rows to plot")
+        groups = group(ok, series_columns(ok))
+        if len({r["workers"] for r in ok}) > 1:
+            plot_scaling(ok, groups, out_dir, name, written)
+            plot_efficiency(ok, groups, out_dir, name, written)
+        plot_breakdown(ok, groups, out_dir, name, written)
+        if len({r.get("platform", "") for r in ok}) > 1:
+            plot_platforms(ok, out_dir, name, written)
+    for p in written:
+        print(p)
+
+
+if __name__ == "__main__":
+    main()
