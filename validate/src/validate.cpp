@@ -1,0 +1,186 @@
+// run_validation: comm curves, one measured MPI training run per ranks entry, on-the-spot calibration of
+// this machine and dtsim's prediction of the identical runs (calibrate::build_profile +
+// sim::simulate_training over a `localhost` platform whose shared-memory links are the fitted ones).
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "calibrate/calibrate.hpp"
+#include "calibrate/profile.hpp"
+#include "common/errors.hpp"
+#include "models/zoo.hpp"
+#include "platforms/device.hpp"
+#include "platforms/platform.hpp"
+#include "sim/training.hpp"
+#include "validate/validate.hpp"
+
+namespace dtsim::validate {
+namespace {
+
+// Limits that keep a validation run on one small machine sane (absurd input is refused, not attempted).
+constexpr int MAX_RANKS = 64;
+constexpr int MAX_THREADS = 256;
+constexpr int MAX_BATCH = 4096;
+constexpr int MAX_ITERATIONS = 100000;
+// Fashion-MNIST geometry, which the synthetic data copies so both predict the same network.
+constexpr int IMAGE_SIDE = 28;
+constexpr int IMAGE_CHANNELS = 1;
+constexpr int CLASSES = 10;
+// The simulated run: one warm-up iteration plus these (simulate_training reports the steady state).
+constexpr int SIMULATED_ITERATIONS = 4;
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Failure(fmt::format("cannot read {}", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void check_options(const ValidateOptions& o) {
+  if (o.ranks.empty()) throw InputError("--ranks: expected a list like 1,2");
+  for (int r : o.ranks)
+    if (r < 1 || r > MAX_RANKS) throw InputError(fmt::format("--ranks: each entry must be 1..{}, got {}", MAX_RANKS, r));
+  if (o.threads < 1 || o.threads > MAX_THREADS)
+    throw InputError(fmt::format("--threads: expected 1..{}, got {}", MAX_THREADS, o.threads));
+  if (o.batch < 1 || o.batch > MAX_BATCH)
+    throw InputError(fmt::format("--batch: expected 1..{} samples per rank, got {}", MAX_BATCH, o.batch));
+  if (o.iterations < 1 || o.iterations > MAX_ITERATIONS)
+    throw InputError(fmt::format("--iterations: expected 1..{}, got {}", MAX_ITERATIONS, o.iterations));
+  if (o.warmup < 0 || o.warmup > MAX_ITERATIONS)
+    throw InputError(fmt::format("--warmup: expected 0..{}, got {}", MAX_ITERATIONS, o.warmup));
+  if (o.strategy != "allreduce-ring" && o.strategy != "ps")
+    throw InputError(fmt::format("--strategy: expected allreduce-ring or ps, got '{}'", o.strategy));
+  if (o.data != "fashion-mnist" && o.data != "synthetic")
+    throw InputError(fmt::format("--data: expected fashion-mnist or synthetic, got '{}'", o.data));
+  if (!(o.fusion_bytes > 0) || !std::isfinite(o.fusion_bytes))
+    throw InputError(fmt::format("--fusion-mb: expected > 0, got {} bytes", o.fusion_bytes));
+  if (!(o.timeout_s > 0)) throw InputError(fmt::format("--timeout: expected > 0 seconds, got {}", o.timeout_s));
+}
+
+// The machine we run on as a one-node dtsim platform: the `host` CPU device, shared-memory links with
+// the latency and bandwidth fitted to this machine's MPI allreduce curve.
+platforms::Platform localhost_platform(const CommFit& fit, bool measured) {
+  platforms::Platform p;
+  p.name = "localhost";
+  p.description = "this machine, shared-memory MPI links fitted by dtsim validate";
+  p.nodes = 1;
+  p.node.cpu = "host";
+  p.node.cpu_sockets = 1;
+  p.node.intra.kind = platforms::IntraNodeKind::SHARED_MEMORY;
+  p.node.intra.link_bandwidth_Bps = measured ? fit.allreduce_bandwidth_Bps : 1.0;
+  p.node.intra.latency_s = measured ? fit.allreduce_latency_s : 0.0;
+  p.node.intra.source = measured ? "dtsim validate: MPI_Allreduce curve of this machine, ring model fit" : "unused (1 rank)";
+  // A single node: the network is never crossed; it mirrors the intra-node figures to stay valid.
+  p.network.technology = "none (single node)";
+  p.network.link_bandwidth_Bps = p.node.intra.link_bandwidth_Bps;
+  p.network.latency_s = p.node.intra.latency_s;
+  p.network.source = "unused: single node";
+  return p;
+}
+
+std::vector<std::string> trainer_args(const ValidateOptions& o, const std::string& out) {
+  return {"--model",     o.model,
+          "--batch",     std::to_string(o.batch),
+          "--iterations", std::to_string(o.iterations),
+          "--warmup",    std::to_string(o.warmup),
+          "--threads",   std::to_string(o.threads),
+          "--data",      o.data,
+          "--strategy",  o.strategy == "ps" ? "ps" : "allreduce",
+          "--overlap",   o.overlap ? "true" : "false",
+          "--fusion-bytes", fmt::format("{}", o.fusion_bytes),
+          "--out",       out};
+}
+
+}  // namespace
+
+ValidationReport run_validation(const ValidateOptions& options) {
+  check_options(options);
+  ValidationReport report;
+  report.options = options;
+  std::string dir = options.work_dir;
+  if (dir.empty()) {
+    char tmpl[] = "/tmp/dtsim-validate-XXXXXX";
+    if (!mkdtemp(tmpl)) throw Failure("cannot create a work directory under /tmp");
+    dir = tmpl;
+  } else {
+    std::filesystem::create_directories(dir);
+  }
+  models::ModelOptions mo;
+  mo.batch = options.batch;
+  mo.input_h = mo.input_w = IMAGE_SIDE;
+  mo.channels = IMAGE_CHANNELS;
+  mo.classes = CLASSES;
+  const auto model = models::load_model(options.model, mo);  // bad names fail here, before any run
+
+  const int max_ranks = *std::max_element(options.ranks.begin(), options.ranks.end());
+  if (options.predict && max_ranks >= 2) {
+    const std::string out = dir + "/bench-comm.json";
+    launch_trainer(2, 1, {"--bench-comm", "--out", out}, options.timeout_s);
+    report.comm = fit_comm(read_text(out));
+    report.comm_measured = true;
+  }
+  for (int r : options.ranks) {
+    const std::string out = fmt::format("{}/train-{}ranks.json", dir, r);
+    launch_trainer(r, options.threads, trainer_args(options, out), options.timeout_s);
+    ValidationRow row;
+    row.ranks = r;
+    row.measured = summarize_report(read_text(out));
+    if (!row.measured.clean)
+      report.notes.push_back(fmt::format("{} rank(s): every iteration window was disturbed by other processes; "
+                                         "figures are medians over all iterations (re-measure on a quiet machine)",
+                                         r));
+    if (r * options.threads > static_cast<int>(std::thread::hardware_concurrency()))
+      report.notes.push_back(fmt::format("{} rank(s) x {} thread(s) oversubscribe the {} CPUs", r, options.threads,
+                                         std::thread::hardware_concurrency()));
+    report.rows.push_back(std::move(row));
+  }
+  if (!options.predict) return report;
+
+  // On-the-spot calibration of this machine for the model at the per-rank batch, then the prediction.
+  calibrate::CalibrateOptions co;
+  co.threads = options.threads;
+  const auto summary = calibrate::calibrate_model(model, co);
+  report.notes.push_back(fmt::format("calibration: {} kernel passes ({} reused, {} timed, {} disturbed) in {}",
+                                     summary.items, summary.reused, summary.timed, summary.disturbed, summary.db_path));
+  const auto platform = localhost_platform(report.comm, report.comm_measured);
+  const auto& device = platforms::DeviceCatalog::builtin().by_name("host");
+  for (auto& row : report.rows) {
+    calibrate::ProfileOptions po;
+    po.threads = options.threads;
+    po.workers_per_node = row.ranks;
+    po.cpu_sockets = 1;
+    po.db_path = summary.db_path;
+    const auto profile = calibrate::build_profile(model, device, po);
+    sim::TrainingPoint point;
+    point.workers = row.ranks;
+    point.workers_per_node = row.ranks;
+    point.strategy = options.strategy == "ps" ? sim::Strategy::PS : sim::Strategy::ALLREDUCE_RING;
+    point.ps_servers = 1;
+    point.ps_placement = sim::PsPlacement::COLOCATED;
+    point.fusion_bytes = options.fusion_bytes;
+    point.overlap = options.overlap;
+    point.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory copy
+    point.iterations = SIMULATED_ITERATIONS;
+    const auto res = sim::simulate_training(platform, profile, point);
+    auto& ph = row.measured.phases;
+    ph["iteration"].predicted_ms = res.iteration_time_s * 1e3;
+    ph["forward"].predicted_ms = profile.fwd_s() * 1e3;
+    ph["backward"].predicted_ms = profile.bwd_s() * 1e3;
+    ph["update"].predicted_ms = profile.update_s * 1e3;
+    ph["exchange"].predicted_ms = res.breakdown.exposed_communication_s * 1e3;
+    ph["data"].predicted_ms = res.breakdown.io_stall_s * 1e3;
+    row.predicted_ms = ph["iteration"].predicted_ms;
+    row.error_pct = ph["iteration"].error_pct();
+    row.prediction_note = fmt::format("profile coverage {:.0f}%, link {:.2f} GB/s / {:.1f} us", profile.coverage * 100,
+                                      platform.node.intra.link_bandwidth_Bps / 1e9, platform.node.intra.latency_s * 1e6);
+  }
+  return report;
+}
+
+}  // namespace dtsim::validate

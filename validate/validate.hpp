@@ -1,0 +1,105 @@
+// Validation mode: train a real network with MPI on this machine (dtsim-train), measure every phase,
+// predict the identical run with dtsim's own calibration and simulation, and report the error.
+// Method and figures: docs/validation.md.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtsim::validate {
+
+struct ValidateOptions {
+  std::string model = "lenet5";
+  std::vector<int> ranks{1, 2};
+  int threads = 1;                 // OpenMP threads per rank
+  int batch = 32;                  // per rank
+  int iterations = 30;             // timed iterations per run
+  int warmup = 3;                  // untimed iterations first
+  std::string strategy = "allreduce-ring";  // or "ps" (rank 0 is the parameter server)
+  std::string data = "fashion-mnist";       // or "synthetic"
+  bool overlap = true;             // exchange buckets during backward
+  double fusion_bytes = 64.0 * 1024 * 1024;
+  double timeout_s = 300;          // per mpirun launch; a hung or dead run is killed after this
+  bool predict = true;             // false: measure only
+  std::string work_dir;            // where reports go; empty = a fresh directory under /tmp
+};
+
+// One timed phase: measured median over the kept iterations and the prediction (negative = none).
+struct PhaseFigures {
+  double measured_ms = 0;
+  double spread_pct = 0;           // inter-quartile range / median of the kept iterations
+  double predicted_ms = -1;
+  double error_pct() const;        // (predicted - measured) / measured x 100; 0 when either is missing
+};
+
+// Per-iteration figures of one trainer report, after the disturbance check.
+struct MeasuredRun {
+  int ranks = 0;
+  int iterations_kept = 0;
+  int iterations_rejected = 0;     // in windows where other processes used >= 15% of the machine
+  bool clean = false;              // false: no window was clean, medians are over every iteration
+  std::map<std::string, PhaseFigures> phases;  // "iteration", "data", "forward", "backward", "exchange", "update"
+  double loss_first = 0, loss_last = 0;
+  double test_accuracy_before = 0, test_accuracy_after = 0;
+};
+
+// Medians and spreads of a dtsim-train JSON report (text). Throws Failure when it is not one.
+MeasuredRun summarize_report(const std::string& report_json);
+
+// Latency and bandwidth fitted to this machine's MPI curves (dtsim-train --bench-comm).
+struct CommFit {
+  double pingpong_latency_s = 0, pingpong_bandwidth_Bps = 0;
+  // Allreduce of 2 ranks read through the ring model t = 2(p-1) latency + 2(p-1)/p bytes / bandwidth.
+  double allreduce_latency_s = 0, allreduce_bandwidth_Bps = 0;
+  std::vector<std::pair<double, double>> allreduce_points;  // (bytes, seconds)
+  std::vector<std::pair<double, double>> pingpong_points;
+};
+// Fits a --bench-comm report (text). Latency from the smallest message, bandwidth from a least-squares
+// slope over messages >= 256 KiB. Throws Failure when the report is malformed.
+CommFit fit_comm(const std::string& bench_json);
+
+struct ValidationRow {
+  int ranks = 0;
+  MeasuredRun measured;
+  double predicted_ms = -1;
+  double error_pct = 0;
+  std::string prediction_note;     // how the prediction was made (profile coverage, fitted links)
+};
+
+struct ValidationReport {
+  ValidateOptions options;
+  std::vector<ValidationRow> rows;
+  CommFit comm;
+  bool comm_measured = false;
+  std::vector<std::string> notes;  // disturbance, oversubscription, calibration coverage
+};
+
+// Runs everything: comm curves (when some run has >= 2 ranks), one training run per ranks entry, the
+// on-the-spot calibration and the prediction. InputError for bad options; Failure when a run fails
+// (a dead rank is reported with its rank and signal).
+ValidationReport run_validation(const ValidateOptions& options);
+
+// ----- launching -----------------------------------------------------------------------------------
+
+// The dtsim-train executable: $DTSIM_TRAIN if set, else next to the running executable.
+std::string trainer_path();
+
+// The mpirun command line for `ranks` processes of `threads` threads each running the trainer with
+// `trainer_args` (run-as-root and oversubscribe flags included, no CPU binding).
+std::vector<std::string> mpirun_command(int ranks, int threads, const std::vector<std::string>& trainer_args);
+
+struct LaunchResult {
+  int exit_code = 0;       // of mpirun
+  bool timed_out = false;  // killed after timeout_s
+  double wall_s = 0;
+  std::string output;      // stdout and stderr together
+};
+// Runs a command (argv) in its own process group, capturing its output; after timeout_s the whole group
+// is killed. Never throws for a non-zero exit: the caller decides.
+LaunchResult run_command(const std::vector<std::string>& argv, double timeout_s);
+
+// Runs the trainer under mpirun; on failure throws Failure with one line saying which rank died and how
+// (from mpirun's own report), or that the run timed out.
+std::string launch_trainer(int ranks, int threads, const std::vector<std::string>& trainer_args, double timeout_s);
+
+}  // namespace dtsim::validate
