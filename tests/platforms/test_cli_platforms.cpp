@@ -1,0 +1,66 @@
+// Tests of `dtsim platforms` and `dtsim platform check` through the real binary: exit codes and key output.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Run run_dtsim(const std::string& args) {
+  const std::string command = std::string("DTSIM_DATA_DIR=") + DTSIM_SOURCE_DIR + " " + DTSIM_BINARY + " " + args + " 2>&1";
+  Run r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("platforms::cli: dtsim platforms lists every shipped platform", "[platforms][cli]") {
+  const Run r = run_dtsim("platforms");
+  CHECK(r.exit_code == 0);
+  for (const char* name : {"piz-daint", "taiwania2-ib", "stampede2-skx", "localhost"}) CHECK(r.output.find(name) != std::string::npos);
+  const Run d = run_dtsim("platforms --devices --format csv");
+  CHECK(d.exit_code == 0);
+  CHECK(d.output.find("xeon-platinum-8160") != std::string::npos);
+}
+
+TEST_CASE("platforms::cli: platform check prints the summary of a shipped platform", "[platforms][cli]") {
+  const Run r = run_dtsim("platform check taiwania2-ib");
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("bisection") != std::string::npos);
+  CHECK(r.output.find("2016 total") != std::string::npos);
+  const Run j = run_dtsim("platform check dgx1-p100 --format json");
+  CHECK(j.exit_code == 0);
+  CHECK(j.output.find("\"devices_per_node\": 8") != std::string::npos);
+}
+
+TEST_CASE("platforms::cli: a bad platform file exits 2 with a one-line error", "[platforms][cli]") {
+  const auto path = std::filesystem::temp_directory_path() / ("dtsim_cli_bad_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(path) << "name: bad\ndescription: x\nnodes: 2\nbogus: 1\n";
+  const Run r = run_dtsim("platform check " + path.string());
+  std::filesystem::remove(path);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("bogus") != std::string::npos);
+  CHECK(r.output.find(":4") != std::string::npos);
+  const Run missing = run_dtsim("platform check no-such-platform");
+  CHECK(missing.exit_code == 2);
+  const Run bad_flag = run_dtsim("platform check piz-daint --format xml");
+  CHECK(bad_flag.exit_code == 2);
+}

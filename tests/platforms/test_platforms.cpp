@@ -1,0 +1,272 @@
+// Tests of platform files: every shipped platform loads, derived figures follow their closed forms,
+// and each kind of bad input gives a one-line InputError naming file, line and field.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/errors.hpp"
+#include "platforms/platform.hpp"
+
+using dtsim::platforms::load_platform;
+using dtsim::platforms::Platform;
+
+namespace {
+
+// A valid 8-node EDR star platform of CPU nodes; tests edit it with `replace`.
+const std::string BASE =
+    "name: test\n"                               // 1
+    "description: test cluster\n"                // 2
+    "nodes: 8\n"                                 // 3
+    "node:\n"                                    // 4
+    "  cpu: xeon-gold-6148\n"                    // 5
+    "  cpu_sockets: 2\n"                         // 6
+    "  memory_B: 192e9\n"                        // 7
+    "  nics: 1\n"                                // 8
+    "  source: test\n"                           // 9
+    "  intra:\n"                                 // 10
+    "    kind: shared-memory\n"                  // 11
+    "    link_bandwidth_Bps: 10e9\n"             // 12
+    "    latency_s: 0.4e-6\n"                    // 13
+    "    source: test\n"                         // 14
+    "network:\n"                                 // 15
+    "  technology: EDR InfiniBand\n"             // 16
+    "  topology: star\n"                         // 17
+    "  link_bandwidth_Bps: 12.5e9\n"             // 18
+    "  latency_s: 1.0e-7\n"                      // 19
+    "  protocol_efficiency: 0.96\n"              // 20
+    "  per_message_overhead_s: 0.7e-6\n"         // 21
+    "  source: test\n";                          // 22
+
+const std::string GPU_NODE =
+    "node:\n"
+    "  cpu: xeon-gold-6154\n"
+    "  cpu_sockets: 2\n"
+    "  gpu: v100-sxm2-32gb\n"
+    "  gpus: 8\n"
+    "  memory_B: 768e9\n"
+    "  source: test\n"
+    "  intra:\n"
+    "    kind: nvlink-hybrid-cube-mesh\n"
+    "    link_bandwidth_Bps: 25e9\n"
+    "    latency_s: 1e-6\n"
+    "    devices_per_switch: 2\n"
+    "    uplink_bandwidth_Bps: 15.75e9\n"
+    "    source: test\n";
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+std::string with_gpu_node(const std::string& node_text) {
+  const auto begin = BASE.find("node:\n");
+  const auto end = BASE.find("network:\n");
+  return BASE.substr(0, begin) + node_text + BASE.substr(end);
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path =
+      std::filesystem::temp_directory_path() / ("dtsim_ptest_" + std::to_string(::getpid()) + "_" + name + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+Platform load_text(const std::string& name, const std::string& text) { return load_platform(write_temp(name, text)); }
+
+// The InputError message for a bad file; fails the test when the file loads.
+std::string error_of(const std::string& name, const std::string& text) {
+  const std::string path = write_temp(name, text);
+  try {
+    (void)load_platform(path);
+  } catch (const dtsim::InputError& e) {
+    std::filesystem::remove(path);
+    return e.what();
+  }
+  std::filesystem::remove(path);
+  FAIL("expected an InputError for " << name);
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("platforms::load_platform: every SYSTEMS.md platform is shipped and loads", "[platforms]") {
+  const auto names = dtsim::platforms::platform_names();
+  for (const char* expected :
+       {"piz-daint", "aws-p2-xlarge", "aws-p2-8xlarge", "dgx1-p100", "taiwania2-ib", "taiwania2-10gbe", "stampede2-skx",
+        "pitzer", "pitzer-gpu", "ri2-skylake", "ri2-k80", "ri2-broadwell", "amd-epyc", "gtx1080ti-cluster", "ntua-vm",
+        "localhost"}) {
+    INFO(expected);
+    CHECK(std::find(names.begin(), names.end(), expected) != names.end());
+  }
+  for (const auto& name : names) {
+    INFO(name);
+    const Platform p = load_platform(name);
+    CHECK(p.name == name);
+    CHECK(p.nodes >= 1);
+    CHECK(p.node_peak_flops() > 0);
+    CHECK(p.worker_device().peak_flops > 0);
+    CHECK_FALSE(p.network.source.empty());
+    CHECK_FALSE(p.node.intra.source.empty());
+    if (p.nodes >= 2) CHECK(p.bisection_bandwidth_Bps() > 0);
+    if (p.storage.kind != dtsim::platforms::StorageKind::NONE) CHECK_FALSE(p.storage.source.empty());
+  }
+}
+
+TEST_CASE("platforms::load_platform: shipped figures that other folders rely on", "[platforms]") {
+  const Platform daint = load_platform("piz-daint");
+  CHECK(daint.network.topology == dtsim::platforms::TopologyKind::DRAGONFLY);
+  CHECK(daint.node.gpus == 1);
+  CHECK(daint.worker_device().name == "p100-pcie");
+  const Platform dgx = load_platform("dgx1-p100");
+  CHECK(dgx.node.intra.kind == dtsim::platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH);
+  CHECK(dgx.node_peak_flops() == Approx(8 * 10.6e12));
+  const Platform skx = load_platform("stampede2-skx");
+  CHECK(skx.network.fat_tree.oversubscription == Approx(28.0 / 20.0));
+  CHECK_FALSE(skx.has_gpus());
+  CHECK(skx.worker_device().name == "xeon-platinum-8160");
+  // The NetPIPE check: 1000 KB over EDR vs 10 GbE on Taiwania 2 (ratio from physical figures, not tuned).
+  const Platform ib = load_platform("taiwania2-ib");
+  const Platform eth = load_platform("taiwania2-10gbe");
+  const double ratio = eth.network.message_time_s(1024000, eth.network.hops_between_nodes()) /
+                       ib.network.message_time_s(1024000, ib.network.hops_between_nodes());
+  CHECK(ratio > 8);
+  CHECK(ratio < 20);
+  const Platform local = load_platform("localhost");
+  CHECK(local.worker_device().name == "host");
+  CHECK(local.node.memory_B > 0);
+}
+
+TEST_CASE("platforms::Platform: bisection bandwidth follows the documented formulas", "[platforms]") {
+  const double B = 12.5e9;
+  SECTION("star: floor(nodes/2) ports, capped by the backbone") {
+    CHECK(load_text("s1", BASE).bisection_bandwidth_Bps() == Approx(4 * B));
+    CHECK(load_text("s2", replace(BASE, "nodes: 8", "nodes: 9")).bisection_bandwidth_Bps() == Approx(4 * B));
+    const auto blocking = replace(BASE, "  source: test\n", "  source: test\n") + "  backbone_bandwidth_Bps: 20e9\n";
+    CHECK(load_text("s3", blocking).bisection_bandwidth_Bps() == Approx(20e9));
+    CHECK(load_text("s4", replace(BASE, "nodes: 8", "nodes: 1")).bisection_bandwidth_Bps() == 0);
+  }
+  SECTION("fat tree: the thinnest link layer, half of it per half of the leaves") {
+    // 4 leaves x 4 nodes, 2 uplinks per leaf: 2:1 oversubscribed; top layer 4 x 2 links -> 4 links per half.
+    const auto tree = replace(replace(BASE, "nodes: 8", "nodes: 16"), "topology: star",
+                              "topology: fat-tree\n  fat_tree: {levels: 2, down: [4, 4], up: [1, 2], parallel: [1, 1]}");
+    const Platform p = load_text("f1", tree);
+    CHECK(p.network.fat_tree.oversubscription == Approx(2.0));
+    CHECK(p.bisection_bandwidth_Bps() == Approx(4 * B));
+    // Half populated: only half the tree's links count.
+    CHECK(load_text("f2", replace(tree, "nodes: 16", "nodes: 8")).bisection_bandwidth_Bps() == Approx(2 * B));
+  }
+  SECTION("dragonfly: cut between halves of the groups") {
+    const auto df = replace(replace(BASE, "nodes: 8", "nodes: 64"), "topology: star",
+                            "topology: dragonfly\n  dragonfly: {groups: 4, chassis_per_group: 2, routers_per_chassis: 2,"
+                            " nodes_per_router: 4, group_links: 1, chassis_links: 1, router_links: 1}");
+    // 2 x 2 group pairs across the cut, one link each; injection of 32 nodes is far larger.
+    CHECK(load_text("d1", df).bisection_bandwidth_Bps() == Approx(4 * B));
+  }
+  SECTION("torus: two planes of N/k links across the largest dimension") {
+    const auto torus =
+        replace(replace(BASE, "nodes: 8", "nodes: 64"), "topology: star", "topology: torus\n  torus: {dims: [4, 4, 4]}");
+    CHECK(load_text("t1", torus).bisection_bandwidth_Bps() == Approx(2 * 16 * B));
+  }
+}
+
+TEST_CASE("platforms::Network: message time is overhead + hops x latency + bytes / effective bandwidth", "[platforms]") {
+  const Platform p = load_text("m1", BASE);
+  CHECK(p.network.hops_between_nodes() == 2);
+  CHECK(p.network.message_time_s(0, 2) == Approx(0.7e-6 + 2e-7));
+  CHECK(p.network.message_time_s(12e9, 2) == Approx(0.7e-6 + 2e-7 + 12e9 / (12.5e9 * 0.96)));
+}
+
+TEST_CASE("platforms::load_platform: bad input names file, line and field", "[platforms]") {
+  SECTION("unknown key") {
+    const auto msg = error_of("unknown_key", replace(BASE, "  nics: 1\n", "  nics: 1\n  nic_count: 2\n"));
+    CHECK(contains(msg, "unknown_key.yaml:9"));
+    CHECK(contains(msg, "nic_count"));
+  }
+  SECTION("negative bandwidth") {
+    const auto msg = error_of("neg_bw", replace(BASE, "link_bandwidth_Bps: 12.5e9", "link_bandwidth_Bps: -12.5e9"));
+    CHECK(contains(msg, "neg_bw.yaml:18"));
+    CHECK(contains(msg, "link_bandwidth_Bps"));
+  }
+  SECTION("zero bandwidth") {
+    CHECK(contains(error_of("zero_bw", replace(BASE, "link_bandwidth_Bps: 10e9", "link_bandwidth_Bps: 0")),
+                   "zero_bw.yaml:12"));
+  }
+  SECTION("hybrid cube mesh with 4 GPUs") {
+    const auto msg = error_of("hcm4", replace(with_gpu_node(GPU_NODE), "gpus: 8", "gpus: 4"));
+    CHECK(contains(msg, "hcm4.yaml:"));
+    CHECK(contains(msg, "needs exactly 8 GPUs"));
+  }
+  SECTION("GPUs on a shared-memory node") {
+    const auto node = replace(replace(GPU_NODE, "kind: nvlink-hybrid-cube-mesh", "kind: shared-memory"),
+                              "    devices_per_switch: 2\n    uplink_bandwidth_Bps: 15.75e9\n", "");
+    CHECK(contains(error_of("shm_gpu", with_gpu_node(node)), "shared-memory"));
+  }
+  SECTION("GPUs per PCIe switch must divide the GPU count") {
+    const auto node = replace(replace(GPU_NODE, "kind: nvlink-hybrid-cube-mesh", "kind: pcie"), "devices_per_switch: 2",
+                              "devices_per_switch: 3");
+    CHECK(contains(error_of("pcie_div", with_gpu_node(node)), "devices_per_switch"));
+  }
+  SECTION("fat tree too small for the nodes") {
+    const auto tree = replace(replace(BASE, "nodes: 8", "nodes: 20"), "topology: star",
+                              "topology: fat-tree\n  fat_tree: {levels: 2, down: [4, 4], up: [1, 2], parallel: [1, 1]}");
+    const auto msg = error_of("ft_small", tree);
+    CHECK(contains(msg, "16 node slots but nodes is 20"));
+    CHECK(contains(msg, "ft_small.yaml:18"));
+  }
+  SECTION("dragonfly too small for the nodes") {
+    const auto df = replace(replace(BASE, "nodes: 8", "nodes: 100"), "topology: star",
+                            "topology: dragonfly\n  dragonfly: {groups: 2, chassis_per_group: 2, routers_per_chassis: 2,"
+                            " nodes_per_router: 4, group_links: 1, chassis_links: 1, router_links: 1}");
+    CHECK(contains(error_of("df_small", df), "32 node slots but nodes is 100"));
+  }
+  SECTION("fat tree lists of the wrong length") {
+    const auto tree = replace(BASE, "topology: star",
+                              "topology: fat-tree\n  fat_tree: {levels: 2, down: [8], up: [1, 2], parallel: [1, 1]}");
+    CHECK(contains(error_of("ft_len", tree), "one entry per level"));
+  }
+  SECTION("unknown device name") {
+    const auto msg = error_of("bad_dev", replace(BASE, "cpu: xeon-gold-6148", "cpu: xeon-gold-9999"));
+    CHECK(contains(msg, "bad_dev.yaml:5"));
+    CHECK(contains(msg, "xeon-gold-9999"));
+  }
+  SECTION("a GPU named as the CPU") {
+    CHECK(contains(error_of("gpu_as_cpu", replace(BASE, "cpu: xeon-gold-6148", "cpu: p100-sxm2")), "is a GPU"));
+  }
+  SECTION("efficiency above 1") {
+    CHECK(contains(error_of("eff", replace(BASE, "protocol_efficiency: 0.96", "protocol_efficiency: 1.5")),
+                   "protocol_efficiency"));
+  }
+  SECTION("absurd node count") {
+    CHECK(contains(error_of("huge", replace(BASE, "nodes: 8", "nodes: 1e12")), "nodes"));
+    CHECK(contains(error_of("neg", replace(BASE, "nodes: 8", "nodes: -3")), "nodes"));
+  }
+  SECTION("topology section that does not apply") {
+    CHECK(contains(error_of("wrong_section", BASE + "  torus: {dims: [2, 4]}\n"), "does not apply"));
+  }
+  SECTION("missing required section") {
+    CHECK(contains(error_of("no_net", BASE.substr(0, BASE.find("network:\n"))), "network"));
+  }
+  SECTION("malformed YAML") {
+    CHECK(contains(error_of("malformed", "name: [unclosed\n"), "malformed.yaml"));
+  }
+  SECTION("unknown shipped name lists the known ones") {
+    try {
+      (void)load_platform("no-such-cluster");
+      FAIL("expected InputError");
+    } catch (const dtsim::InputError& e) {
+      CHECK(contains(e.what(), "piz-daint"));
+    }
+  }
+}
+
+TEST_CASE("platforms::load_platform: error messages are one line", "[platforms]") {
+  const auto msg = error_of("one_line", replace(BASE, "latency_s: 1.0e-7", "latency_s: -1"));
+  CHECK(msg.find('\n') == std::string::npos);
+}
