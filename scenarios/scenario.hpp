@@ -27,6 +27,17 @@ struct Scenario {
   sim::TrainingPoint point; // strategy, placement, fusion, cycle, data, iterations, variability ...
 };
 
+// Mean bytes per ImageNet training sample for `data: real` when sample_bytes is not given: the
+// ILSVRC2012 training archive is ~138 GB for 1,281,167 JPEG files (~108 KB each).
+inline constexpr double IMAGENET_MEAN_SAMPLE_BYTES = 138e9 / 1281167.0;
+
+// "1,2,4,8" -> {1,2,4,8}; InputError naming `flag` for empty items, non-integers or values < 1.
+std::vector<int> parse_count_list(const std::string& text, const std::string& flag);
+// Sets scenario.ps / ps_auto from "auto", "N" or "N1,N2,..." (InputError naming `flag`).
+void set_ps_text(Scenario& scenario, const std::string& text, const std::string& flag);
+// Checks cross-field consistency (ps list length vs workers, positive sizes); InputError naming the field.
+void check_scenario(const Scenario& scenario);
+
 // Parses a scenario map (strict schema). The key `sweep` is accepted and ignored here: sweeps
 // (scenarios/sweep.hpp) expand it by editing copies of the node and parsing each copy.
 Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin);

@@ -1,0 +1,182 @@
+// Scenario files (docs/scenario-schema.md): strict parsing of the predict fields into a Scenario, and
+// the list/`auto` parsing shared with the `dtsim predict` flags.
+#include "scenarios/scenario.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+
+#include "common/errors.hpp"
+
+namespace dtsim::scenarios {
+namespace {
+
+constexpr double BYTES_PER_MB = 1024.0 * 1024.0;  // --fusion-mb follows Horovod's MiB threshold
+constexpr double S_PER_MS = 1e-3;
+
+std::vector<int> node_count_list(const YAML::Node& node, const char* key, const yaml::Origin& origin) {
+  std::vector<int> out;
+  if (node.IsScalar()) {
+    return parse_count_list(node.Scalar(), fmt::format("{}: field '{}'", origin.where(node), key));
+  }
+  if (!node.IsSequence() || node.size() == 0)
+    yaml::fail(node, origin, "scenario", fmt::format("field '{}' must be a positive integer or a list of them", key));
+  for (const auto& item : node) {
+    if (!item.IsScalar())
+      yaml::fail(item, origin, "scenario", fmt::format("field '{}' must hold positive integers", key));
+    const auto v = parse_count_list(item.Scalar(), fmt::format("{}: field '{}'", origin.where(item), key));
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> parse_count_list(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    long long v = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
+      throw InputError(fmt::format("{}: expected a comma-separated list of positive integers, got '{}'", flag, text));
+    if (v < 1 || v > (1LL << 30)) throw InputError(fmt::format("{}: expected values >= 1, got {}", flag, v));
+    out.push_back(static_cast<int>(v));
+    start = end + 1;
+  }
+  return out;
+}
+
+void set_ps_text(Scenario& scenario, const std::string& text, const std::string& flag) {
+  if (text == "auto") {
+    scenario.ps.clear();
+    scenario.ps_auto = true;
+    return;
+  }
+  scenario.ps = parse_count_list(text, flag);
+  scenario.ps_auto = false;
+}
+
+void check_scenario(const Scenario& s) {
+  if (s.model.empty()) throw InputError(fmt::format("{}: missing model (--model NAME|FILE)", s.file.empty() ? "predict" : s.file));
+  if (s.platform.empty())
+    throw InputError(fmt::format("{}: missing platform (--platform NAME|FILE)", s.file.empty() ? "predict" : s.file));
+  if (s.workers.empty()) throw InputError("--workers: expected at least one worker count");
+  for (int w : s.workers)
+    if (w < 1) throw InputError(fmt::format("--workers: expected counts >= 1, got {}", w));
+  if (s.batch < 1) throw InputError(fmt::format("--batch: expected >= 1 sample per worker, got {}", s.batch));
+  if (s.threads < 0) throw InputError(fmt::format("--threads: expected >= 0, got {}", s.threads));
+  if (s.ps.size() > 1 && s.ps.size() != s.workers.size())
+    throw InputError(fmt::format("--ps: got {} server counts for {} worker counts (give one count, one per "
+                                 "--workers entry, or auto)",
+                                 s.ps.size(), s.workers.size()));
+  for (int p : s.ps)
+    if (p < 1) throw InputError(fmt::format("--ps: expected counts >= 1, got {}", p));
+  if (s.anchor_samples_per_s && !(*s.anchor_samples_per_s > 0 && std::isfinite(*s.anchor_samples_per_s)))
+    throw InputError(fmt::format("--anchor: expected a throughput > 0 samples/s, got {}", *s.anchor_samples_per_s));
+}
+
+Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin) {
+  const char* ctx = "scenario";
+  yaml::check_keys(node,
+                   {"name", "description", "model", "platform", "workers", "batch", "input_h", "input_w", "classes",
+                    "workers_per_node", "threads", "strategy", "ps", "ps_placement", "ps_balance", "fusion_mb",
+                    "cycle_ms", "overlap", "data", "sample_bytes", "prefetch_depth", "metadata_ops_per_sample",
+                    "preprocess_ms_per_sample", "iterations", "anchor", "calibration_db", "comm_mode", "trace",
+                    "variability", "sweep"},
+                   origin, ctx);
+  Scenario s;
+  s.file = origin.file;
+  s.name = yaml::optional<std::string>(node, "name", std::filesystem::path(origin.file).stem().string(), origin, ctx);
+  s.description = yaml::optional<std::string>(node, "description", "", origin, ctx);
+  s.model = yaml::required<std::string>(node, "model", origin, ctx);
+  s.platform = yaml::required<std::string>(node, "platform", origin, ctx);
+  if (node["workers"]) s.workers = node_count_list(node["workers"], "workers", origin);
+  s.batch = yaml::optional<int>(node, "batch", s.batch, origin, ctx);
+  if (s.batch < 1) yaml::fail(node["batch"], origin, ctx, fmt::format("field 'batch' must be >= 1, got {}", s.batch));
+  auto non_negative_int = [&](const char* key) {
+    const int v = yaml::optional<int>(node, key, 0, origin, ctx);
+    if (v < 0) yaml::fail(node[key], origin, ctx, fmt::format("field '{}' must be >= 0, got {}", key, v));
+    return v;
+  };
+  s.input_h = non_negative_int("input_h");
+  s.input_w = non_negative_int("input_w");
+  s.classes = non_negative_int("classes");
+  s.threads = non_negative_int("threads");
+  s.point.workers_per_node = non_negative_int("workers_per_node");
+  auto& p = s.point;
+  try {
+    if (node["strategy"]) p.strategy = sim::strategy_by_name(yaml::required<std::string>(node, "strategy", origin, ctx));
+    if (node["ps_placement"])
+      p.ps_placement = sim::ps_placement_by_name(yaml::required<std::string>(node, "ps_placement", origin, ctx));
+    if (node["ps_balance"])
+      p.ps_balance = sim::ps_balance_by_name(yaml::required<std::string>(node, "ps_balance", origin, ctx));
+    if (node["data"]) p.data = sim::data_mode_by_name(yaml::required<std::string>(node, "data", origin, ctx));
+    if (node["comm_mode"]) p.comm_mode = sim::comm_mode_by_name(yaml::required<std::string>(node, "comm_mode", origin, ctx));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", origin.where(node), e.what()));
+  }
+  if (const auto ps = node["ps"]) {
+    if (ps.IsScalar() && ps.Scalar() == "auto") {
+      s.ps_auto = true;
+    } else {
+      s.ps = node_count_list(ps, "ps", origin);
+    }
+  }
+  auto non_negative = [&](const char* key, double fallback) {
+    const double v = yaml::optional<double>(node, key, fallback, origin, ctx);
+    if (node[key]) yaml::require_non_negative(v, node[key], key, origin, ctx);
+    return v;
+  };
+  p.fusion_bytes = non_negative("fusion_mb", p.fusion_bytes / BYTES_PER_MB) * BYTES_PER_MB;
+  p.cycle_s = non_negative("cycle_ms", p.cycle_s / S_PER_MS) * S_PER_MS;
+  p.overlap = yaml::optional<bool>(node, "overlap", p.overlap, origin, ctx);
+  p.sample_bytes = non_negative("sample_bytes", 0);
+  p.prefetch_depth = yaml::optional<int>(node, "prefetch_depth", p.prefetch_depth, origin, ctx);
+  if (p.prefetch_depth < 1)
+    yaml::fail(node["prefetch_depth"], origin, ctx, fmt::format("field 'prefetch_depth' must be >= 1, got {}", p.prefetch_depth));
+  p.metadata_ops_per_sample = non_negative("metadata_ops_per_sample", p.metadata_ops_per_sample);
+  p.preprocess_s_per_sample = non_negative("preprocess_ms_per_sample", 0) * S_PER_MS;
+  p.iterations = yaml::optional<int>(node, "iterations", p.iterations, origin, ctx);
+  if (p.iterations < 1)
+    yaml::fail(node["iterations"], origin, ctx, fmt::format("field 'iterations' must be >= 1, got {}", p.iterations));
+  if (node["anchor"]) {
+    const double a = yaml::required<double>(node, "anchor", origin, ctx);
+    yaml::require_positive(a, node["anchor"], "anchor", origin, ctx);
+    s.anchor_samples_per_s = a;
+  }
+  s.db_path = yaml::optional<std::string>(node, "calibration_db", "", origin, ctx);
+  p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);
+  if (const auto v = node["variability"]) {
+    const char* vctx = "scenario variability";
+    yaml::check_keys(v, {"jitter_cv", "straggler_probability", "straggler_slowdown", "seed"}, origin, vctx);
+    auto& var = p.variability;
+    var.jitter_cv = yaml::optional<double>(v, "jitter_cv", var.jitter_cv, origin, vctx);
+    var.straggler_probability = yaml::optional<double>(v, "straggler_probability", var.straggler_probability, origin, vctx);
+    var.straggler_slowdown = yaml::optional<double>(v, "straggler_slowdown", var.straggler_slowdown, origin, vctx);
+    var.seed = yaml::optional<std::uint64_t>(v, "seed", var.seed, origin, vctx);
+    if (v["jitter_cv"]) yaml::require_non_negative(var.jitter_cv, v["jitter_cv"], "jitter_cv", origin, vctx);
+    if (!(var.straggler_probability >= 0 && var.straggler_probability <= 1))
+      yaml::fail(v["straggler_probability"], origin, vctx, "field 'straggler_probability' must be in [0, 1]");
+    if (!(var.straggler_slowdown >= 1))
+      yaml::fail(v["straggler_slowdown"], origin, vctx, "field 'straggler_slowdown' must be >= 1");
+  }
+  if (s.ps.size() > 1 && s.ps.size() != s.workers.size())
+    yaml::fail(node["ps"], origin, ctx,
+               fmt::format("field 'ps' has {} counts for {} workers entries (give one, one per entry, or auto)",
+                           s.ps.size(), s.workers.size()));
+  return s;
+}
+
+Scenario load_scenario(const std::string& path) {
+  const yaml::Origin origin{path};
+  return parse_scenario_node(yaml::load_file(path), origin);
+}
+
+}  // namespace dtsim::scenarios
