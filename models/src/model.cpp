@@ -57,7 +57,7 @@ std::int64_t window_out(std::int64_t in, int kernel, int stride, int pad, int di
 
 struct Context {
   const std::string& model;
-  const std::string& layer;
+  std::string layer;  // a copy: the caller moves its name into the new layer
   std::string where() const { return fmt::format("model '{}': layer '{}'", model, layer); }
   [[noreturn]] void fail(const std::string& message) const {
     throw InputError(fmt::format("{}: {}", where(), message));

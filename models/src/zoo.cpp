@@ -367,7 +367,7 @@ void build_inception_v3(Model& m, int classes) {
   b.loss(x);
 }
 
-// --- Inception v4 (Cadene pretrainedmodels inceptionv4, after TF-slim; 1001 classes by default) -----
+// --- Inception v4 (Szegedy et al. 2016 as in Cadene pretrainedmodels / TF-slim; ImageNet 1000 classes) ---
 std::string v4_stem(Inception& I, const std::string& in) {
   auto x = I.cbr("features.0", in, 32, 3, 2, 0);
   x = I.cbr("features.1", x, 32, 3, 1, 0);
@@ -484,7 +484,7 @@ const std::map<std::string, ZooEntry>& zoo() {
       {"resnet152", {{224, 3, 1000}, [](Model& m, int k) { build_imagenet_resnet(m, k, {3, 8, 36, 3}, true); }}},
       {"resnet20", {{32, 3, 10}, build_resnet20}},
       {"inception_v3", {{299, 3, 1000}, build_inception_v3}},
-      {"inception_v4", {{299, 3, 1001}, build_inception_v4}},
+      {"inception_v4", {{299, 3, 1000}, build_inception_v4}},
       {"densenet121", {{224, 3, 1000}, build_densenet121}},
   };
   return entries;

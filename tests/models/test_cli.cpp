@@ -1,0 +1,70 @@
+// Tests of `dtsim models` and `dtsim model show` through the real binary (popen): JSON totals and exit codes.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+struct Run {
+  int exit_code;
+  std::string out;  // stdout and stderr together
+};
+Run run(const std::string& args, bool merge_stderr = true) {
+  const std::string cmd = std::string(DTSIM_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+}  // namespace
+
+TEST_CASE("models::Cli: model show resnet50 --format json totals 25557032 parameters", "[models][cli]") {
+  const Run r = run("model show resnet50 --format json --batch 2", false);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["model"] == "resnet50");
+  CHECK(j["batch"] == 2);
+  CHECK(j["input"] == nlohmann::json::array({3, 224, 224}));
+  CHECK(j["totals"]["params"] == 25557032);
+  std::int64_t sum = 0;
+  for (const auto& l : j["layers"]) sum += l["params"].get<std::int64_t>();
+  CHECK(sum == 25557032);
+  CHECK(j["layers"][0]["name"] == "conv1");
+  CHECK(j["layers"][0]["output_shape"] == nlohmann::json::array({2, 64, 112, 112}));
+  for (const char* key : {"fwd_flops", "bwd_data_flops", "bwd_weights_flops", "activation_bytes", "weight_bytes"})
+    CHECK(j["totals"].contains(key));
+}
+
+TEST_CASE("models::Cli: unknown model exits 2 with a one-line error", "[models][cli]") {
+  const Run r = run("model show resnet51");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("unknown model 'resnet51'") != std::string::npos);
+  CHECK(r.out.find('\n') == r.out.size() - 1);
+}
+
+TEST_CASE("models::Cli: bad options exit 2", "[models][cli]") {
+  CHECK(run("model show resnet50 --batch 0").exit_code == 2);
+  CHECK(run("model show inception_v3 --input 8x8").exit_code == 2);
+  CHECK(run("model show resnet50 --batch -4").exit_code == 2);
+  CHECK(run("model show resnet50 --classes 0").exit_code == 0);  // 0 = the default
+  CHECK(run("model show resnet50 --input axb").exit_code == 2);
+  CHECK(run("model show resnet50 --format xml").exit_code == 2);
+  CHECK(run("model show resnet50 --no-such-flag").exit_code == 2);
+}
+
+TEST_CASE("models::Cli: models lists the zoo and csv output has a header", "[models][cli]") {
+  const Run list = run("models --format csv", false);
+  REQUIRE(list.exit_code == 0);
+  CHECK(list.out.find("resnet152,3x224x224,1000,") != std::string::npos);
+  CHECK(list.out.find("inception_v3,3x299x299") != std::string::npos);
+  const Run show = run("model show lenet5 --format csv", false);
+  REQUIRE(show.exit_code == 0);
+  CHECK(show.out.rfind("name,op,output_shape,params,", 0) == 0);
+  CHECK(show.out.find("TOTAL,,,61706,") != std::string::npos);
+}
