@@ -1,0 +1,128 @@
+// `dtsim sweep`, `dtsim compare`, `dtsim plot` and `dtsim accuracy` through the CLI: help, bad input,
+// a real two-point sweep, its re-run, and `mpirun -np 2` giving the same results as --jobs 1.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/run_cli.hpp"
+
+namespace fs = std::filesystem;
+using dtsim::test::run_cli;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("dtsim_sweepcli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A small, fast sweep: LeNet-5 on the 3-VM platform, 2 strategies x workers {1, 2}.
+fs::path write_small_scenario(const fs::path& dir) {
+  const fs::path p = dir / "small.yaml";
+  std::ofstream(p) << "model: lenet5\nplatform: ntua-vm\nbatch: 42\nworkers: [1, 2]\nps: 1\niterations: 2\n"
+                      "sweep: {product: {strategy: [allreduce-ring, ps]}}\n";
+  return p;
+}
+
+// results.csv without the host-time column (wall_s differs run to run).
+std::string csv_without_wall(const fs::path& csv) {
+  std::istringstream in(slurp(csv));
+  std::string line, out;
+  int wall_col = -1;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream ls(line);
+    while (std::getline(ls, cell, ',')) cells.push_back(cell);
+    if (wall_col < 0)
+      for (std::size_t i = 0; i < cells.size(); ++i)
+        if (cells[i] == "wall_s") wall_col = static_cast<int>(i);
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      if (static_cast<int>(i) != wall_col) out += cells[i] + ",";
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("scenarios::SweepCli: every subcommand has --help") {
+  for (const char* c : {"sweep", "compare", "plot", "accuracy"}) {
+    const auto r = run_cli({c, "--help"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("--out") != std::string::npos);
+  }
+}
+
+TEST_CASE("scenarios::SweepCli: bad input exits 2 with one line naming the problem") {
+  const fs::path dir = temp_dir("bad");
+  std::ofstream(dir / "zip.yaml") << "model: lenet5\nplatform: ntua-vm\nsweep: {zip: {workers: [1, 2], ps: [1]}}\n";
+  auto r = run_cli({"sweep", (dir / "zip.yaml").string(), "--out", (dir / "o").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("equal lengths") != std::string::npos);
+  std::ofstream(dir / "field.yaml") << "model: lenet5\nplatform: ntua-vm\nsweep: {product: {wrokers: [1, 2]}}\n";
+  r = run_cli({"sweep", (dir / "field.yaml").string(), "--out", (dir / "o").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("wrokers") != std::string::npos);
+  r = run_cli({"sweep", (dir / "missing.yaml").string()});
+  CHECK(r.exit_code == 2);
+  r = run_cli({"sweep", (dir / "zip.yaml").string(), "--jobs", "0"});
+  CHECK(r.exit_code == 2);
+  r = run_cli({"compare", (dir / "field.yaml").string(), "--platforms", "ntua-vm,,x"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--platforms") != std::string::npos);
+  r = run_cli({"plot", (dir / "nothing").string()});
+  CHECK(r.exit_code == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("scenarios::SweepCli: a real sweep writes CSV and JSON lines, and a re-run skips every point") {
+  const fs::path dir = temp_dir("real");
+  const fs::path scen = write_small_scenario(dir);
+  auto r = run_cli({"sweep", scen.string(), "--jobs", "2", "--out", (dir / "o").string(), "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("2 points (0 already done, 2 run now") != std::string::npos);
+  const std::string csv = slurp(dir / "o" / "results.csv");
+  CHECK(csv.find("sweep.strategy") != std::string::npos);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);  // header + 2 points x 2 worker counts
+  r = run_cli({"sweep", scen.string(), "--out", (dir / "o").string(), "--quiet"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("2 points (2 already done, 0 run now") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("scenarios::SweepCli: mpirun -np 2 gives the same results as --jobs 1") {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    WARN("mpirun not found: MPI sweep not checked");
+    return;
+  }
+  const fs::path dir = temp_dir("mpi");
+  const fs::path scen = write_small_scenario(dir);
+  auto r = run_cli({"sweep", scen.string(), "--jobs", "1", "--out", (dir / "serial").string(), "--quiet"});
+  REQUIRE(r.exit_code == 0);
+  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                          "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun -np 2 -x OMP_NUM_THREADS=1 '" DTSIM_BINARY
+                          "' sweep '" + scen.string() + "' --quiet --out '" + (dir / "mpi").string() + "' > '" +
+                          (dir / "mpi.log").string() + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  INFO(slurp(dir / "mpi.log"));
+  REQUIRE(status == 0);
+  CHECK(slurp(dir / "mpi.log").find("on 2 MPI ranks") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "mpi" / "parts"));  // rank 0 merged the other rank's part file
+  CHECK(csv_without_wall(dir / "mpi" / "results.csv") == csv_without_wall(dir / "serial" / "results.csv"));
+  fs::remove_all(dir);
+}
