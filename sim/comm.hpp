@@ -21,6 +21,12 @@ CommMode comm_mode_by_name(const std::string& name);
 std::string to_string(CommMode m);
 PsPlacement ps_placement_by_name(const std::string& name);
 PsBalance ps_balance_by_name(const std::string& name);
+std::string to_string(PsPlacement p);
+
+// Byte sizes with optional suffix: B, KB/MB/GB/TB (decimal, 1000^n) or KiB/MiB/GiB/TiB (binary, 1024^n),
+// case-insensitive; e.g. "25MB" = 25e6, "1000KB" = 1e6, "4MiB" = 4194304. Throws InputError naming
+// `what` (a flag or field) for anything else, for values <= 0 and for values above 1 PB.
+double parse_byte_size(const std::string& text, const std::string& what);
 
 struct CommRequest {
   CommPattern pattern = CommPattern::ALLREDUCE_RING;
@@ -41,7 +47,8 @@ struct CommResult {
   double wall_s = 0;        // host time the simulation took
 };
 
-// Throws InputError for impossible requests (more workers than the platform holds, bytes <= 0 ...).
+// Runs in a child process. Throws InputError for impossible requests (more workers than the platform
+// holds, bytes <= 0 ...). Allreduce busbw = algbw x 2(n-1)/n; broadcast and PS report busbw = algbw.
 CommResult simulate_comm(const platforms::Platform& platform, const CommRequest& request);
 
 struct PingPongPoint {
@@ -49,7 +56,9 @@ struct PingPongPoint {
   double time_s = 0;         // one-way time (half the round trip)
   double bandwidth_Bps = 0;  // bytes / time_s
 };
-// NetPIPE-style: node 0 to node 1, one message each way per size.
+// NetPIPE-style: node 0's CPU side to node 1's, through both NICs; one message each way per size,
+// all sizes in one simulation, one after the other. InputError if the platform has fewer than 2 nodes.
+std::vector<double> default_pingpong_sizes();         // 1 B .. 16 MiB by powers of two, plus 1000 KB
 std::vector<PingPongPoint> simulate_pingpong(const platforms::Platform& platform, const std::vector<double>& sizes);
 
 }  // namespace dtsim::sim

@@ -2,6 +2,7 @@
 // platforms::Platform (node-major rank order), and just-in-time activities with completion callbacks.
 // Used by the standalone comm patterns (comm.cpp) and by the training replay (training.cpp).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -29,11 +30,21 @@ class World {
   World& operator=(const World&) = delete;
 
   int workers() const;
+  int nodes() const;             // worker nodes (dedicated PS nodes not counted)
+  int workers_per_node() const;
   int node_of(int rank) const;
   simgrid::s4u::Host* worker_host(int rank) const;     // rank order is node-major
   simgrid::s4u::Host* node_host(int node) const;       // the node's CPU/NIC-side host (servers, I/O)
   simgrid::s4u::Host* dedicated_ps_host(int i) const;
-  simgrid::s4u::Host* storage_host() const;            // parallel file system / local SSD model
+  simgrid::s4u::Host* storage_host() const;            // node 0's storage end; nullptr when storage is NONE
+  // The storage end serving `node`: its local SSD, or its client side of the shared parallel file
+  // system (one shared link of the PFS aggregate bandwidth); nullptr when the platform has no storage.
+  simgrid::s4u::Host* storage_host_for(int node) const;
+  // Sum of link latencies from src to dst (what SimGrid charges a message before bandwidth).
+  double route_latency_s(simgrid::s4u::Host* src, simgrid::s4u::Host* dst) const;
+  bool idle() const;                    // no activity of this world in flight
+  std::int64_t flows_started() const;   // transfers created so far
+  std::int64_t activities_started() const;  // execs + transfers + timers created so far
 
   // Busy-waits `rank`'s device for `seconds`, then calls done.
   void compute(int rank, double seconds, std::function<void()> done);
@@ -51,9 +62,20 @@ class World {
 
 // Collectives as callback-driven operations on a World; `ranks` are worker ranks.
 // Coarse mode merges identical steps into fewer flows and adds step latencies in closed form.
+// `mode` AUTO picks coarse above COARSE_ABOVE_RANKS ranks (resolve_mode). `ranks` must be distinct.
 void start_allreduce(World& world, CommPattern algorithm, const std::vector<int>& ranks, double bytes,
                      CommMode mode, std::function<void()> done);
 void start_broadcast(World& world, int root, const std::vector<int>& ranks, double bytes, CommMode mode,
                      std::function<void()> done);
+
+// Parameter-server exchange: each rank pushes bytes/servers to every server host, and once a server
+// holds all pushes it answers every rank with bytes/servers (synchronous PS). Coarse mode merges the
+// ranks of one node into one flow from the node's CPU side per server.
+void start_ps_exchange(World& world, const std::vector<int>& ranks, const std::vector<simgrid::s4u::Host*>& servers,
+                       double bytes, CommMode mode, std::function<void()> done);
+
+// Above this many ranks AUTO means coarse (see docs/simulation-comm.md for the measurements).
+inline constexpr int COARSE_ABOVE_RANKS = 64;
+CommMode resolve_mode(CommMode mode, int ranks);
 
 }  // namespace dtsim::sim

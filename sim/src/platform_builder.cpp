@@ -1,0 +1,331 @@
+// Builds a platforms::Platform in SimGrid through the s4u API: per node one full zone (devices, node
+// host, storage end, gateway router behind the NIC link) placed in a star / fat-tree / dragonfly /
+// torus zone. Method, link sharing and the network model are documented in docs/simulation-comm.md.
+#include "sim/src/platform_builder.hpp"
+
+#include <simgrid/kernel/routing/NetPoint.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
+#include <simgrid/s4u/NetZone.hpp>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <string>
+
+#include "common/errors.hpp"
+#include "sim/src/world.hpp"
+
+namespace dtsim::sim {
+namespace s4u = simgrid::s4u;
+using s4u::LinkInRoute;
+using Dir = s4u::LinkInRoute::Direction;
+using NetPoint = simgrid::kernel::routing::NetPoint;
+
+namespace {
+
+void require_positive(const platforms::Platform& p, const std::string& field, double value) {
+  if (!(std::isfinite(value) && value > 0))
+    throw InputError(fmt::format("{}: {} must be a positive finite number (got {})", p.file.empty() ? p.name : p.file,
+                                 field, value));
+}
+void require_non_negative(const platforms::Platform& p, const std::string& field, double value) {
+  if (!(std::isfinite(value) && value >= 0))
+    throw InputError(fmt::format("{}: {} must be a finite number >= 0 (got {})", p.file.empty() ? p.name : p.file,
+                                 field, value));
+}
+
+// Number of leaves (node slots) the platform's inter-node topology offers.
+long topology_leaves(const platforms::Platform& p) {
+  const auto& n = p.network;
+  switch (n.topology) {
+    case platforms::TopologyKind::STAR:
+      return p.nodes;
+    case platforms::TopologyKind::FAT_TREE: {
+      long leaves = 1;
+      for (int d : n.fat_tree.down) leaves *= d;
+      return leaves;
+    }
+    case platforms::TopologyKind::DRAGONFLY: {
+      const auto& d = n.dragonfly;
+      return static_cast<long>(d.groups) * d.chassis_per_group * d.routers_per_chassis * d.nodes_per_router;
+    }
+    case platforms::TopologyKind::TORUS: {
+      long leaves = 1;
+      for (int d : n.torus.dims) leaves *= d;
+      return leaves;
+    }
+  }
+  return 0;
+}
+
+// One node: a full zone with explicit routes between its devices, its node host, its storage end
+// and its gateway router (the NIC side).
+//
+//   GPU0 -pcie- [switch uplink] -+- node host (CPU)         NVLink: GPUs also linked pairwise
+//   GPU1 -pcie- [switch uplink] -+                                  (DGX-1 hybrid cube mesh)
+//   ...                          +- NIC link -- gateway -> inter-node topology
+//   storage end -- local SSD link or shared PFS link -- node host
+struct NodeBuilder {
+  const platforms::Platform& p;
+  int workers_per_node;
+  s4u::Link* pfs_link = nullptr;  // shared by all nodes (PARALLEL_FS)
+  BuiltPlatform* out;
+
+  std::pair<NetPoint*, NetPoint*> build(s4u::NetZone* parent, int node, bool dedicated) {
+    const std::string tag = fmt::format("node{}", node);
+    auto* zone = s4u::create_full_zone(tag);
+    zone->set_parent(parent);
+    const auto& intra = p.node.intra;
+    const int gpus = dedicated ? 0 : workers_per_node;
+
+    s4u::Host* node_host = zone->create_host(tag + "-cpu", NOMINAL_HOST_SPEED_FLOPS);
+    NetPoint* gw = zone->create_router(tag + "-gw");
+    // NIC: all NIC ports of the node together; half the per-message overhead at each end.
+    s4u::Link* nic = zone->create_split_duplex_link(tag + "-nic", p.network.link_bandwidth_Bps * std::max(1, p.node.nics))
+                         ->set_latency(p.network.per_message_overhead_s / 2);
+    zone->add_route(node_host->get_netpoint(), gw, nullptr, nullptr, {LinkInRoute(nic, Dir::UP)}, true);
+
+    // Devices and their path to the CPU side.
+    std::vector<s4u::Host*> devs;
+    std::vector<std::vector<LinkInRoute>> to_cpu(gpus);  // device -> node host, UP direction
+    std::vector<s4u::Link*> own(gpus, nullptr);
+    const bool nvlink = intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH;
+    const bool pcie = intra.kind == platforms::IntraNodeKind::PCIE;
+    const double dev_link_Bps = nvlink ? intra.uplink_bandwidth_Bps : intra.link_bandwidth_Bps;
+    std::vector<s4u::Link*> switches;
+    for (int g = 0; g < gpus; ++g) {
+      devs.push_back(zone->create_host(fmt::format("{}-w{}", tag, g), NOMINAL_HOST_SPEED_FLOPS));
+      own[g] = zone->create_split_duplex_link(fmt::format("{}-w{}-link", tag, g), dev_link_Bps)
+                   ->set_latency(intra.latency_s / 2);
+      to_cpu[g].emplace_back(own[g], Dir::UP);
+      if ((pcie || nvlink) && intra.devices_per_switch > 0 && intra.uplink_bandwidth_Bps > 0) {
+        const int s = g / intra.devices_per_switch;
+        if (s >= static_cast<int>(switches.size()))
+          switches.push_back(zone->create_split_duplex_link(fmt::format("{}-sw{}-up", tag, s), intra.uplink_bandwidth_Bps)
+                                 ->set_latency(0));
+        to_cpu[g].emplace_back(switches[s], Dir::UP);
+      }
+      zone->add_route(devs[g]->get_netpoint(), node_host->get_netpoint(), nullptr, nullptr, to_cpu[g], true);
+      auto via_nic = to_cpu[g];
+      via_nic.emplace_back(nic, Dir::UP);
+      zone->add_route(devs[g]->get_netpoint(), gw, nullptr, nullptr, via_nic, true);
+    }
+    auto reversed_down = [](std::vector<LinkInRoute> up) {
+      std::vector<LinkInRoute> down;
+      for (auto it = up.rbegin(); it != up.rend(); ++it)
+        down.emplace_back(it->get_link(), it->get_direction() == Dir::UP ? Dir::DOWN : Dir::UP);
+      return down;
+    };
+    // Device to device.
+    std::vector<std::vector<s4u::Link*>> nvl(gpus, std::vector<s4u::Link*>(gpus, nullptr));
+    auto hcm_neighbours = [](int a, int b) { return a / 4 == b / 4 || (a % 4 == b % 4); };
+    if (nvlink) {
+      for (int a = 0; a < gpus; ++a)
+        for (int b = a + 1; b < gpus; ++b)
+          if (hcm_neighbours(a, b))
+            nvl[a][b] = zone->create_split_duplex_link(fmt::format("{}-nvl{}-{}", tag, a, b),
+                                                       intra.link_bandwidth_Bps * std::max(1, intra.links_per_pair))
+                            ->set_latency(intra.latency_s);
+    }
+    auto nvl_hop = [&](int a, int b) {  // UP is the low-to-high index direction
+      return a < b ? LinkInRoute(nvl[a][b], Dir::UP) : LinkInRoute(nvl[b][a], Dir::DOWN);
+    };
+    for (int a = 0; a < gpus; ++a)
+      for (int b = a + 1; b < gpus; ++b) {
+        std::vector<LinkInRoute> route;
+        if (nvlink) {
+          if (nvl[a][b] != nullptr) {
+            route.push_back(nvl_hop(a, b));
+          } else {  // two hops through a GPU neighbouring both (hybrid cube mesh)
+            int via = (b / 4) * 4 + a % 4;
+            if (via >= gpus) via = (a / 4) * 4 + b % 4;
+            if (via < gpus) {
+              route.push_back(nvl_hop(a, via));
+              route.push_back(nvl_hop(via, b));
+            } else {  // partial mesh: through the CPU side
+              route = to_cpu[a];
+              for (auto& l : reversed_down(to_cpu[b])) route.push_back(l);
+            }
+          }
+        } else if (pcie && !switches.empty() && a / intra.devices_per_switch == b / intra.devices_per_switch) {
+          route = {LinkInRoute(own[a], Dir::UP), LinkInRoute(own[b], Dir::DOWN)};  // peer to peer under one switch
+        } else {
+          route = to_cpu[a];
+          for (auto& l : reversed_down(to_cpu[b])) route.push_back(l);
+        }
+        zone->add_route(devs[a]->get_netpoint(), devs[b]->get_netpoint(), nullptr, nullptr, route, true);
+      }
+
+    // Storage end.
+    s4u::Host* storage = nullptr;
+    if (p.storage.kind == platforms::StorageKind::PARALLEL_FS && pfs_link == nullptr)  // one link, used by every node
+      pfs_link = zone->create_link("pfs", p.storage.read_bandwidth_Bps)->set_latency(p.storage.latency_s);
+    if (p.storage.kind != platforms::StorageKind::NONE) {
+      storage = zone->create_host(tag + "-storage", NOMINAL_HOST_SPEED_FLOPS);
+      s4u::Link* l = pfs_link;
+      if (p.storage.kind == platforms::StorageKind::LOCAL_SSD)
+        l = zone->create_link(tag + "-ssd", p.storage.read_bandwidth_Bps)->set_latency(p.storage.latency_s);
+      zone->add_route(storage->get_netpoint(), node_host->get_netpoint(), nullptr, nullptr, {LinkInRoute(l)}, true);
+      for (int g = 0; g < gpus; ++g) {
+        std::vector<LinkInRoute> route{LinkInRoute(l)};
+        for (auto& x : reversed_down(to_cpu[g])) route.push_back(x);
+        zone->add_route(storage->get_netpoint(), devs[g]->get_netpoint(), nullptr, nullptr, route, true);
+      }
+    }
+    zone->seal();
+
+    out->node_hosts.push_back(node_host);
+    if (!dedicated) {
+      for (auto* h : devs) out->workers.push_back(h);
+      out->storage_hosts.push_back(storage);
+    }
+    return {zone->get_netpoint(), gw};
+  }
+};
+
+}  // namespace
+
+void validate_for_simulation(const platforms::Platform& p, const Layout& layout) {
+  const std::string file = p.file.empty() ? p.name : p.file;
+  require_positive(p, "network.link_bandwidth_Bps", p.network.link_bandwidth_Bps);
+  require_non_negative(p, "network.latency_s", p.network.latency_s);
+  require_non_negative(p, "network.per_message_overhead_s", p.network.per_message_overhead_s);
+  require_non_negative(p, "network.backbone_bandwidth_Bps", p.network.backbone_bandwidth_Bps);
+  if (!(p.network.protocol_efficiency > 0 && p.network.protocol_efficiency <= 1))
+    throw InputError(fmt::format("{}: network.protocol_efficiency must be in (0, 1] (got {})", file,
+                                 p.network.protocol_efficiency));
+  require_positive(p, "node.intra.link_bandwidth_Bps", p.node.intra.link_bandwidth_Bps);
+  require_non_negative(p, "node.intra.latency_s", p.node.intra.latency_s);
+  if (p.node.intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH)
+    require_positive(p, "node.intra.uplink_bandwidth_Bps", p.node.intra.uplink_bandwidth_Bps);
+  if (p.node.intra.kind == platforms::IntraNodeKind::PCIE && p.node.intra.devices_per_switch > 0)
+    require_positive(p, "node.intra.uplink_bandwidth_Bps", p.node.intra.uplink_bandwidth_Bps);
+  if (p.storage.kind != platforms::StorageKind::NONE) {
+    require_positive(p, "storage.read_bandwidth_Bps", p.storage.read_bandwidth_Bps);
+    require_non_negative(p, "storage.latency_s", p.storage.latency_s);
+  }
+  if (layout.nodes < 1 || layout.workers_per_node < 1 || layout.dedicated_ps_nodes < 0)
+    throw InputError(fmt::format("{}: layout needs >= 1 node and >= 1 worker per node (got {} nodes, {} per node)", file,
+                                 layout.nodes, layout.workers_per_node));
+  if (p.node.intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH && layout.workers_per_node > 8)
+    throw InputError(fmt::format("{}: node.intra NVLink hybrid cube mesh holds at most 8 GPUs (asked {} per node)", file,
+                                 layout.workers_per_node));
+  if (p.has_gpus() && layout.workers_per_node > p.node.gpus)
+    throw InputError(fmt::format("{}: {} workers per node asked but node.gpus is {}", file, layout.workers_per_node,
+                                 p.node.gpus));
+  const long needed = static_cast<long>(layout.nodes) + layout.dedicated_ps_nodes;
+  if (needed > p.nodes)
+    throw InputError(fmt::format("{}: {} nodes needed ({} worker + {} parameter-server) but the platform has nodes: {}",
+                                 file, needed, layout.nodes, layout.dedicated_ps_nodes, p.nodes));
+  const auto& n = p.network;
+  if (n.topology == platforms::TopologyKind::FAT_TREE) {
+    const auto& f = n.fat_tree;
+    if (f.levels < 1 || f.down.size() != static_cast<size_t>(f.levels) || f.up.size() != f.down.size() ||
+        f.parallel.size() != f.down.size())
+      throw InputError(fmt::format("{}: network.fat_tree needs levels >= 1 and down/up/parallel lists of that length",
+                                   file));
+    for (size_t i = 0; i < f.down.size(); ++i)
+      if (f.down[i] < 1 || f.up[i] < 1 || f.parallel[i] < 1)
+        throw InputError(fmt::format("{}: network.fat_tree down/up/parallel entries must be >= 1", file));
+  } else if (n.topology == platforms::TopologyKind::DRAGONFLY) {
+    const auto& d = n.dragonfly;
+    if (d.groups < 1 || d.chassis_per_group < 1 || d.routers_per_chassis < 1 || d.nodes_per_router < 1 ||
+        d.group_links < 1 || d.chassis_links < 1 || d.router_links < 1)
+      throw InputError(fmt::format("{}: network.dragonfly counts must all be >= 1", file));
+  } else if (n.topology == platforms::TopologyKind::TORUS) {
+    if (n.torus.dims.empty())
+      throw InputError(fmt::format("{}: network.torus.dims must list at least one dimension", file));
+    for (int d : n.torus.dims)
+      if (d < 1) throw InputError(fmt::format("{}: network.torus.dims entries must be >= 1", file));
+  }
+  if (topology_leaves(p) < needed)
+    throw InputError(fmt::format("{}: the network topology has {} node slots, {} needed", file, topology_leaves(p),
+                                 needed));
+}
+
+void configure_network_model(const platforms::Platform& p) {
+  // CM02: plain max-min sharing, no TCP/WAN calibration (LV08's x13.01 latency would be wrong for
+  // HPC fabrics). Large messages reach protocol_efficiency of the link rate; per-message overhead is
+  // carried as latency on the NIC links (builder), so the latency factor stays 1.
+  s4u::Engine::set_config("network/model:CM02");
+  s4u::Engine::set_config("network/crosstraffic:0");  // RDMA/TCP acks are not modelled as reverse flows
+  s4u::Engine::set_config("network/latency-factor:1");
+  s4u::Engine::set_config(fmt::format("network/bandwidth-factor:{}", p.network.protocol_efficiency));
+  // The TCP window bound (gamma / 2 latency) is off: fabrics here are RDMA or tuned TCP, and its
+  // effect is part of protocol_efficiency.
+  s4u::Engine::set_config("network/TCP-gamma:0");
+}
+
+BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout) {
+  BuiltPlatform out;
+  out.workers_per_node = layout.workers_per_node;
+  out.nodes = layout.nodes;
+  out.dedicated_nodes = layout.dedicated_ps_nodes;
+  const int total_nodes = layout.nodes + layout.dedicated_ps_nodes;
+  NodeBuilder nb{p, layout.workers_per_node, nullptr, &out};
+  const auto& n = p.network;
+  const double port_Bps = n.link_bandwidth_Bps;
+  // Unused leaves of a fixed topology hold a bare host.
+  auto leaf = [&](s4u::NetZone* zone, const std::vector<unsigned long>& /*coord*/,
+                  unsigned long id) -> std::pair<NetPoint*, NetPoint*> {
+    if (static_cast<long>(id) < total_nodes)
+      return nb.build(zone, static_cast<int>(id), static_cast<int>(id) >= layout.nodes);
+    return {zone->create_host(fmt::format("spare{}", id), NOMINAL_HOST_SPEED_FLOPS)->get_netpoint(), nullptr};
+  };
+
+  s4u::NetZone* root = nullptr;
+  switch (n.topology) {
+    case platforms::TopologyKind::STAR: {
+      //   node0 --port-- +           The switch: one split-duplex port per node (all its NICs),
+      //   node1 --port-- + backbone  plus a shared backbone link when the switch is blocking.
+      //   ...           +
+      root = s4u::create_star_zone("cluster");
+      s4u::Link* backbone = nullptr;
+      if (n.backbone_bandwidth_Bps > 0)
+        backbone = root->create_link("backbone", n.backbone_bandwidth_Bps)->set_latency(0);
+      for (int i = 0; i < total_nodes; ++i) {
+        auto [np, gw] = nb.build(root, i, i >= layout.nodes);
+        auto* port = root->create_split_duplex_link(fmt::format("port{}", i), port_Bps * std::max(1, p.node.nics))
+                         ->set_latency(n.latency_s);
+        std::vector<LinkInRoute> links{LinkInRoute(port, Dir::UP)};
+        if (backbone != nullptr) links.emplace_back(backbone);
+        root->add_route(np, nullptr, gw, nullptr, links, true);
+      }
+      break;
+    }
+    case platforms::TopologyKind::FAT_TREE: {
+      // Trimmed to the leaves needed: the top level keeps its shape but only as many children as used.
+      const auto& f = n.fat_tree;
+      std::vector<unsigned> down(f.down.begin(), f.down.end()), up(f.up.begin(), f.up.end()),
+          par(f.parallel.begin(), f.parallel.end());
+      long below = 1;
+      for (size_t i = 0; i + 1 < down.size(); ++i) below *= down[i];
+      down.back() = static_cast<unsigned>(std::max<long>(1, (total_nodes + below - 1) / below));
+      s4u::ClusterCallbacks cb(leaf);
+      root = s4u::create_fatTree_zone("cluster", nullptr, s4u::FatTreeParams(f.levels, down, up, par), cb, port_Bps,
+                                      n.latency_s, s4u::Link::SharingPolicy::SPLITDUPLEX);
+      break;
+    }
+    case platforms::TopologyKind::DRAGONFLY: {
+      const auto& d = n.dragonfly;
+      s4u::ClusterCallbacks cb(leaf);
+      s4u::DragonflyParams params({d.groups, d.group_links}, {d.chassis_per_group, d.chassis_links},
+                                  {d.routers_per_chassis, d.router_links}, d.nodes_per_router);
+      root = s4u::create_dragonfly_zone("cluster", nullptr, params, cb, port_Bps, n.latency_s,
+                                        s4u::Link::SharingPolicy::SPLITDUPLEX);
+      break;
+    }
+    case platforms::TopologyKind::TORUS: {
+      std::vector<unsigned long> dims(n.torus.dims.begin(), n.torus.dims.end());
+      s4u::ClusterCallbacks cb(leaf);
+      root = s4u::create_torus_zone("cluster", nullptr, dims, cb, port_Bps, n.latency_s,
+                                    s4u::Link::SharingPolicy::SPLITDUPLEX);
+      break;
+    }
+  }
+  root->seal();
+  return out;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,179 @@
+// One simulated world per process: SimGrid engine, the platform built in it, and just-in-time
+// activities whose completion callbacks are dispatched from the global Activity::on_completion signal
+// (pre-building a DAG is quadratic in SimGrid 3.32; see ../shared/SIMGRID-NOTES.md).
+#include "sim/src/world.hpp"
+
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/s4u/Activity.hpp>
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Exec.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
+#include <xbt/log.h>
+
+#include <cmath>
+#include <exception>
+#include <fmt/format.h>
+#include <unordered_map>
+
+#include "common/errors.hpp"
+#include "sim/src/platform_builder.hpp"
+
+namespace dtsim::sim {
+namespace s4u = simgrid::s4u;
+
+struct World::Impl {
+  s4u::Engine* engine = nullptr;  // leaked on purpose: one engine per process, the process ends after
+  BuiltPlatform built;
+  struct Pending {
+    s4u::ActivityPtr activity;
+    std::function<void()> done;
+  };
+  std::unordered_map<const s4u::Activity*, Pending> pending;
+  std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
+  std::int64_t flows = 0;
+  std::int64_t started = 0;
+  std::int64_t timers_in_flight = 0;
+  std::exception_ptr error;
+
+  void call(const std::function<void()>& fn) {
+    if (error) return;  // drain quietly after the first failure; run() rethrows it
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  void on_completion(const s4u::Activity& a) {
+    auto it = pending.find(&a);
+    if (it == pending.end()) return;  // not ours, or the second signal of the same transfer
+    auto fn = std::move(it->second.done);
+    finished.push_back(std::move(it->second.activity));
+    pending.erase(it);
+    call(fn);
+  }
+};
+
+namespace {
+// The one world of this process (SimGrid signals are global); set while a World exists.
+std::function<void(const s4u::Activity&)> g_on_completion;
+std::function<void()> g_on_time_advance;
+bool g_world_exists = false;
+}  // namespace
+
+World::World(const platforms::Platform& platform, const Layout& layout) : impl_(std::make_unique<Impl>()) {
+  if (g_world_exists) throw Failure("dtsim::sim::World: one world per process (run each in run_in_child)");
+  validate_for_simulation(platform, layout);
+  xbt_log_control_set("root.thres:critical");
+  static int argc = 1;
+  static char name[] = "dtsim";
+  static char* argv[] = {name, nullptr};
+  impl_->engine = new s4u::Engine(&argc, argv);
+  configure_network_model(platform);
+  impl_->built = build_platform(platform, layout);
+  g_world_exists = true;
+  Impl* impl = impl_.get();
+  g_on_completion = [impl](const s4u::Activity& a) { impl->on_completion(a); };
+  g_on_time_advance = [impl]() { impl->finished.clear(); };
+  s4u::Activity::on_completion_cb([](const s4u::Activity& a) {
+    if (g_on_completion) g_on_completion(a);
+  });
+  s4u::Engine::on_time_advance_cb([](double) {
+    if (g_on_time_advance) g_on_time_advance();
+  });
+}
+
+World::~World() {
+  g_on_completion = nullptr;
+  g_on_time_advance = nullptr;
+}
+
+int World::workers() const { return static_cast<int>(impl_->built.workers.size()); }
+int World::nodes() const { return impl_->built.nodes; }
+int World::workers_per_node() const { return impl_->built.workers_per_node; }
+int World::node_of(int rank) const {
+  if (rank < 0 || rank >= workers()) throw Failure(fmt::format("World::node_of: rank {} out of range", rank));
+  return rank / impl_->built.workers_per_node;
+}
+s4u::Host* World::worker_host(int rank) const {
+  if (rank < 0 || rank >= workers()) throw Failure(fmt::format("World::worker_host: rank {} out of range", rank));
+  return impl_->built.workers[rank];
+}
+s4u::Host* World::node_host(int node) const {
+  if (node < 0 || node >= static_cast<int>(impl_->built.node_hosts.size()))
+    throw Failure(fmt::format("World::node_host: node {} out of range", node));
+  return impl_->built.node_hosts[node];
+}
+s4u::Host* World::dedicated_ps_host(int i) const {
+  if (i < 0 || i >= impl_->built.dedicated_nodes)
+    throw Failure(fmt::format("World::dedicated_ps_host: {} out of range ({} dedicated nodes)", i,
+                              impl_->built.dedicated_nodes));
+  return impl_->built.node_hosts[impl_->built.nodes + i];
+}
+s4u::Host* World::storage_host() const { return storage_host_for(0); }
+s4u::Host* World::storage_host_for(int node) const {
+  if (node < 0 || node >= static_cast<int>(impl_->built.storage_hosts.size())) return nullptr;
+  return impl_->built.storage_hosts[node];
+}
+
+double World::route_latency_s(s4u::Host* src, s4u::Host* dst) const {
+  if (src == dst) return 0;
+  std::vector<s4u::Link*> links;
+  double latency = 0;
+  src->route_to(dst, links, &latency);
+  return latency;
+}
+
+bool World::idle() const { return impl_->pending.empty() && impl_->timers_in_flight == 0; }
+std::int64_t World::flows_started() const { return impl_->flows; }
+std::int64_t World::activities_started() const { return impl_->started; }
+
+void World::compute(int rank, double seconds, std::function<void()> done) {
+  if (!(std::isfinite(seconds) && seconds >= 0))
+    throw Failure(fmt::format("World::compute: bad duration {} s for rank {}", seconds, rank));
+  // Exec::init (not Host::exec_init, which reads the calling actor: there is none in maestro).
+  s4u::ExecPtr exec = s4u::Exec::init();
+  exec->set_flops_amount(seconds * NOMINAL_HOST_SPEED_FLOPS);
+  exec->set_host(worker_host(rank));
+  impl_->pending.emplace(exec.get(), Impl::Pending{exec, std::move(done)});
+  ++impl_->started;
+  exec->start();
+}
+
+void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function<void()> done) {
+  if (!(std::isfinite(bytes) && bytes >= 0 && bytes < 1e18))
+    throw Failure(fmt::format("World::transfer: bad size {} bytes", bytes));
+  if (src == dst) {  // same host: a memory hand-over, no network
+    after(0, std::move(done));
+    return;
+  }
+  s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
+  comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
+  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done)});
+  ++impl_->flows;
+  ++impl_->started;
+  comm->start();
+}
+
+void World::after(double delay_s, std::function<void()> fn) {
+  if (!(std::isfinite(delay_s) && delay_s >= 0)) throw Failure(fmt::format("World::after: bad delay {} s", delay_s));
+  ++impl_->timers_in_flight;
+  ++impl_->started;
+  Impl* impl = impl_.get();
+  simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + delay_s, [impl, fn = std::move(fn)]() {
+    --impl->timers_in_flight;
+    impl->call(fn);
+  });
+}
+
+double World::now() const { return s4u::Engine::get_clock(); }
+
+void World::run() {
+  impl_->engine->run();
+  if (impl_->error) std::rethrow_exception(impl_->error);
+  if (!impl_->pending.empty() || impl_->timers_in_flight != 0)
+    throw Failure(fmt::format("simulation stalled with {} activities unfinished", impl_->pending.size()));
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,93 @@
+// Tests of the simulated World (sim/src/world.hpp): platform building, just-in-time activities and the
+// ring allreduce against its closed form. Each simulation runs in a child process (one engine each).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "common/child.hpp"
+#include "common/errors.hpp"
+#include "sim/src/world.hpp"
+#include "tests/sim/comm_test_platforms.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+// Runs `body` on a fresh world in a child; body returns a number, sent back as text.
+double in_world(const platforms::Platform& p, Layout layout, const std::function<double(World&)>& body) {
+  return std::stod(run_in_child([&]() {
+    World world(p, layout);
+    return test_platforms::fmt_double(body(world));
+  }));
+}
+}  // namespace
+
+TEST_CASE("sim::World: compute, transfer and after chain in simulated time", "[sim]") {
+  auto p = test_platforms::uniform_star(4, 1e9, 1e-6);
+  const double t = in_world(p, {4, 1, 0}, [](World& w) {
+    double end = -1;
+    w.compute(0, 2.0, [&]() {
+      w.after(0.5, [&]() {
+        w.transfer(w.worker_host(0), w.worker_host(1), 1e9, [&]() { end = w.now(); });
+      });
+    });
+    w.run();
+    return end;
+  });
+  // 2 s compute + 0.5 s wait + 1e9 B at 1e9 B/s + latency (2 ports of 1 us)
+  CHECK(t == Approx(3.5 + 2e-6).epsilon(1e-6));
+}
+
+TEST_CASE("sim::World: two flows into one port share it", "[sim]") {
+  auto p = test_platforms::uniform_star(3, 1e9, 0);
+  const double t = in_world(p, {3, 1, 0}, [](World& w) {
+    double end = 0;
+    for (int src : {1, 2}) w.transfer(w.worker_host(src), w.worker_host(0), 1e9, [&]() { end = w.now(); });
+    w.run();
+    return end;
+  });
+  CHECK(t == Approx(2.0).epsilon(1e-6));
+}
+
+TEST_CASE("sim::World: ring allreduce matches its closed form in both modes", "[sim]") {
+  const double bw = 1.25e9, lat = 5e-6, bytes = 25e6;
+  for (int n : {2, 5, 16}) {
+    auto p = test_platforms::uniform_star(n, bw, lat);
+    for (CommMode mode : {CommMode::FINE, CommMode::COARSE}) {
+      const double t = in_world(p, {n, 1, 0}, [&](World& w) {
+        std::vector<int> ranks;
+        for (int i = 0; i < n; ++i) ranks.push_back(i);
+        double end = 0;
+        start_allreduce(w, CommPattern::ALLREDUCE_RING, ranks, bytes, mode, [&]() { end = w.now(); });
+        w.run();
+        return end;
+      });
+      const double expected = 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * (2 * lat);
+      INFO("n=" << n << " mode=" << to_string(mode));
+      CHECK(t == Approx(expected).epsilon(0.02));
+    }
+  }
+}
+
+TEST_CASE("sim::World: fat-tree platform builds with node-major ranks", "[sim]") {
+  auto p = test_platforms::gpu_fat_tree(16, 4);
+  const double n = in_world(p, {8, 4, 0}, [](World& w) {
+    REQUIRE(w.workers() == 32);
+    CHECK(w.node_of(5) == 1);
+    double end = 0;
+    std::vector<int> ranks(32);
+    for (int i = 0; i < 32; ++i) ranks[i] = i;
+    start_allreduce(w, CommPattern::ALLREDUCE_RING, ranks, 1e6, CommMode::COARSE, [&]() { end = w.now(); });
+    w.run();
+    return end;
+  });
+  CHECK(n > 0);
+}
+
+TEST_CASE("sim::World: impossible layouts are input errors", "[sim]") {
+  auto p = test_platforms::uniform_star(4, 1e9, 1e-6);
+  CHECK_THROWS_AS(in_world(p, {5, 1, 0}, [](World&) { return 0.0; }), InputError);
+  p.network.link_bandwidth_Bps = -1;
+  CHECK_THROWS_AS(in_world(p, {2, 1, 0}, [](World&) { return 0.0; }), InputError);
+}
