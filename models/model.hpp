@@ -1,6 +1,7 @@
 // A DNN as a DAG of layers (Boost.Graph inside) with inferred shapes and exact per-layer costs.
 // Convention: FLOPs count a multiply-add as 2; bytes are FP32 (4 B per element); all costs are for
-// the whole batch the model was built with (shape dimension n).
+// the whole batch the model was built with (shape dimension n). Formulas per op: models/README.md.
+// A layer fed only by the input layer has bwd_data_flops = 0 (no gradient w.r.t. the images).
 #pragma once
 #include <cstdint>
 #include <memory>
