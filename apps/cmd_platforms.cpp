@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "apps/command.hpp"
 #include "common/errors.hpp"
@@ -78,8 +79,17 @@ void list_platforms(const std::string& format_text) {
   const TextFormat format = parse_text_format(format_text);
   nlohmann::json out = nlohmann::json::array();
   Table table({"name", "nodes", "devices/node", "network", "topology"});
+  std::vector<std::string> invalid;
   for (const auto& name : platforms::platform_names()) {
-    const Platform p = platforms::load_platform(name);
+    Platform p;
+    try {
+      p = platforms::load_platform(name);
+    } catch (const InputError& e) {  // list the others; report the broken file at the end (exit 2)
+      invalid.push_back(e.what());
+      table.add_row({name, "-", "-", "INVALID: see dtsim platform check " + name, "-"});
+      out.push_back({{"name", name}, {"error", e.what()}});
+      continue;
+    }
     const std::string network = fmt::format("{} {:.1f} Gb/s", p.network.technology, p.network.link_bandwidth_Bps * 8 / GIGA);
     table.add_row({p.name, std::to_string(p.nodes), devices_per_node(p), network, to_string(p.network.topology)});
     out.push_back({{"name", p.name},
@@ -94,6 +104,8 @@ void list_platforms(const std::string& format_text) {
   }
   if (format == TextFormat::JSON) std::cout << out.dump(2) << '\n';
   else table.print(std::cout, format);
+  if (!invalid.empty())
+    throw InputError(fmt::format("{} invalid platform file(s); first: {}", invalid.size(), invalid.front()));
 }
 
 void list_devices(const std::string& format_text) {
