@@ -129,28 +129,38 @@ def plot_efficiency(rows, groups, out_dir, name, written):
 
 
 def plot_breakdown(rows, groups, out_dir, name, written):
-    bars = []
-    for label, rs in groups.items():
-        for r in rs:
-            bars.append((f"{label}\nw={r['workers']}" if label != "prediction" else f"w={r['workers']}", r))
-    if len(bars) > MAX_BARS:
-        step = math.ceil(len(bars) / MAX_BARS)
-        bars = bars[::step]
-    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(bars) + 2), 5.5))
-    x = range(len(bars))
-    bottom = [0.0] * len(bars)
-    for col, text, color in BREAKDOWN:
-        vals = [1000 * (to_float(r.get(col)) or 0) for _, r in bars]
-        ax.bar(x, vals, bottom=bottom, color=color, label=text)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    it = [1000 * (to_float(r.get("iteration_time_s")) or 0) for _, r in bars]
-    ax.plot(x, it, "k_", markersize=14, mew=2, label="simulated iteration time")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels([b[0] for b in bars], rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("time per iteration (ms)")
-    ax.set_title(title_of(rows, f"Time breakdown per iteration - {name}"), fontsize=10)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    """One panel per series (shared time axis), one stacked bar per worker count."""
+    items = list(groups.items())[:MAX_SERIES]
+    n = len(items)
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1, 3.4 * nrows + 1), sharey=True, squeeze=False)
+    for k, (label, rs) in enumerate(items):
+        ax = axes[k // ncols][k % ncols]
+        if len(rs) > MAX_BARS:
+            rs = rs[:: math.ceil(len(rs) / MAX_BARS)]
+        x = list(range(len(rs)))
+        bottom = [0.0] * len(rs)
+        for col, text, color in BREAKDOWN:
+            vals = [1000 * (to_float(r.get(col)) or 0) for r in rs]
+            ax.bar(x, vals, bottom=bottom, color=color, label=text)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        it = [1000 * (to_float(r.get("iteration_time_s")) or 0) for r in rs]
+        ax.plot(x, it, "k_", markersize=12, mew=2, label="simulated iteration time")
+        ax.set_xticks(x)
+        ax.set_xticklabels([r["workers"] for r in rs], fontsize=8)
+        ax.set_title(label.replace(", ", "\n") if len(label) > 40 else label, fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+        if k % ncols == 0:
+            ax.set_ylabel("time per iteration (ms)")
+        if k // ncols == nrows - 1:
+            ax.set_xlabel("workers")
+    for k in range(n, nrows * ncols):
+        axes[k // ncols][k % ncols].axis("off")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title_of(rows, f"Time per iteration - {name}"), fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     save(fig, out_dir, "breakdown", written)
 
 
@@ -171,7 +181,9 @@ def plot_platforms(rows, out_dir, name, written):
     ax.set_xticks(range(len(platforms)))
     ax.set_xticklabels(platforms, rotation=20, ha="right")
     ax.set_ylabel("throughput (samples/s, whole job)")
-    ax.set_title(title_of(rows, f"Platform comparison - {name}"), fontsize=10)
+    others = [short(c) for c in series_columns(rows) if c not in ("platform", "sweep.platform")]
+    best = f" (best over {', '.join(others)})" if others else ""
+    ax.set_title(title_of(rows, f"Platform comparison{best} - {name}"), fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     save(fig, out_dir, "platforms", written)
