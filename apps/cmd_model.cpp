@@ -1,8 +1,11 @@
 // `dtsim model show NAME|FILE`: per-layer shapes, parameters, FLOPs and bytes of a zoo or YAML model,
-// then totals (convention in models/README.md); `dtsim model export NAME` writes the YAML schema.
+// then totals (convention in models/README.md); `model export` writes the YAML schema; `model bench`
+// times building a model.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -112,6 +115,25 @@ void show(const ModelArgs& a) {
   table.print(std::cout, format);
 }
 
+// Benchmark of the build-time target (the simulator builds a model for every prediction): builds the
+// model `repeat` times and prints the median and best wall time.
+void bench(const ModelArgs& a, int repeat) {
+  if (repeat < 1) throw InputError(fmt::format("--repeat: expected a positive integer, got {}", repeat));
+  const models::ModelOptions o = options_of(a);
+  std::vector<double> ms;
+  std::size_t layers = 0;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const models::Model m = models::load_model(a.model, o);
+    const auto t1 = std::chrono::steady_clock::now();
+    layers = m.layers().size() - 1;
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  std::cout << fmt::format("build {} batch {}: {} layers, median {:.3f} ms, best {:.3f} ms over {} builds\n", a.model,
+                           a.batch, layers, ms[ms.size() / 2], ms.front(), repeat);
+}
+
 void export_yaml(const ModelArgs& a) { std::cout << models::model_to_yaml(models::load_model(a.model, options_of(a))); }
 
 void add_model_options(CLI::App* cmd, ModelArgs& args) {
@@ -137,6 +159,14 @@ const CommandRegistrar registrar("model", 11, [](CLI::App& root) {
       model->add_subcommand("export", "Print the model in the YAML schema of docs/model-schema.md (reloads exactly)");
   add_model_options(export_cmd, *export_args);
   export_cmd->callback([export_args] { export_yaml(*export_args); });
+
+  auto bench_args = std::make_shared<ModelArgs>();
+  auto repeat = std::make_shared<int>(20);
+  CLI::App* bench_cmd =
+      model->add_subcommand("bench", "Time building the model (shape inference and costs): median and best of --repeat");
+  add_model_options(bench_cmd, *bench_args);
+  bench_cmd->add_option("--repeat", *repeat, "Number of builds")->capture_default_str();
+  bench_cmd->callback([bench_args, repeat] { bench(*bench_args, *repeat); });
 });
 
 }  // namespace

@@ -62,6 +62,19 @@ TEST_CASE("models::Zoo: ResNet-50 forward is about 4.1 G multiply-adds at 224x22
   CHECK(m32.totals().params == m.totals().params);
 }
 
+TEST_CASE("models::Zoo: forward multiply-adds match torchvision's published GFLOPS", "[models]") {
+  // torchvision weights metadata "_ops" (G multiply-adds of conv and linear layers at the default input).
+  const std::map<std::string, double> published_gmacs = {
+      {"alexnet", 0.714},  {"vgg16", 15.47},     {"resnet18", 1.814},     {"resnet34", 3.664},
+      {"resnet50", 4.089}, {"resnet101", 7.801}, {"resnet152", 11.514},   {"inception_v3", 5.713},
+      {"densenet121", 2.834},
+  };
+  for (const auto& [name, gmacs] : published_gmacs) {
+    INFO(name);
+    CHECK(macs_of(build_zoo_model(name, ModelOptions{})) / 1e9 == Approx(gmacs).epsilon(0.01));
+  }
+}
+
 TEST_CASE("models::Zoo: resnet20 (CIFAR) works on 32x32x3 and 28x28x1", "[models]") {
   const Model cifar = build_zoo_model("resnet20", ModelOptions{});
   CHECK(cifar.input_shape() == Shape{1, 3, 32, 32});
