@@ -41,9 +41,7 @@ struct Dragonfly {
   int groups = 1, chassis_per_group = 1, routers_per_chassis = 1, nodes_per_router = 1;
   int group_links = 1, chassis_links = 1, router_links = 1;  // parallel links at each level
   double global_link_bandwidth_Bps = 0;  // optical group-to-group links
-  long capacity() const {  // addition: node slots
-    return static_cast<long>(groups) * chassis_per_group * routers_per_chassis * nodes_per_router;
-  }
+  long capacity() const;  // addition: node slots = groups x chassis x routers x nodes per router
 };
 
 struct Torus {

@@ -253,6 +253,9 @@ void parse_network(Reader& r, const YAML::Node& map, Platform& p) {
       if (list.size() != static_cast<size_t>(t.levels))
         r.fail(f[key], fctx, fmt::format("field '{}' must have one entry per level ({}), got {}", key, t.levels, list.size()));
     }
+    if (t.capacity() > MAX_NODES)
+      r.fail(f, fctx, fmt::format("the tree has {} leaves (product of 'down'); at most {} are supported", t.capacity(),
+                                  MAX_NODES));
     // SimGrid's fat tree: level l+1 has (elements of level l) x up[l] / down[l] switches; it must be whole.
     double elements = static_cast<double>(t.capacity());
     for (int l = 0; l < t.levels; ++l) {
@@ -293,6 +296,9 @@ void parse_network(Reader& r, const YAML::Node& map, Platform& p) {
   if (capacity < p.nodes)
     r.fail(shape_at, "network", fmt::format("topology '{}' has {} node slots but nodes is {}", to_string(n.topology),
                                             capacity, p.nodes));
+  if (capacity > MAX_NODES)
+    r.fail(shape_at, "network", fmt::format("topology '{}' has {} node slots; at most {} are supported",
+                                            to_string(n.topology), capacity, MAX_NODES));
 }
 
 void parse_storage(Reader& r, const YAML::Node& map, Platform& p) {
@@ -316,15 +322,26 @@ void parse_storage(Reader& r, const YAML::Node& map, Platform& p) {
   s.assumptions = r.text(map, "assumptions", ctx, false);
 }
 
+// Product of shape entries, saturated so absurd shapes cannot overflow (they fail the capacity check).
+long product(std::initializer_list<double> factors) {
+  double out = 1;
+  for (double x : factors) out *= x;
+  return out >= static_cast<double>(std::numeric_limits<long>::max()) ? std::numeric_limits<long>::max()
+                                                                       : static_cast<long>(out);
+}
 long product(const std::vector<int>& v) {
-  long out = 1;
+  double out = 1;
   for (int x : v) out *= x;
-  return out;
+  return out >= static_cast<double>(std::numeric_limits<long>::max()) ? std::numeric_limits<long>::max()
+                                                                       : static_cast<long>(out);
 }
 
 }  // namespace
 
 long FatTree::capacity() const { return down.empty() ? 0 : product(down); }
+long Dragonfly::capacity() const {
+  return product({double(groups), double(chassis_per_group), double(routers_per_chassis), double(nodes_per_router)});
+}
 long Torus::capacity() const { return dims.empty() ? 0 : product(dims); }
 
 std::string to_string(IntraNodeKind kind) {
