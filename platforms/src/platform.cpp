@@ -254,8 +254,7 @@ void parse_network(Reader& r, const YAML::Node& map, Platform& p) {
         r.fail(f[key], fctx, fmt::format("field '{}' must have one entry per level ({}), got {}", key, t.levels, list.size()));
     }
     if (t.capacity() > MAX_NODES)
-      r.fail(f, fctx, fmt::format("the tree has {} leaves (product of 'down'); at most {} are supported", t.capacity(),
-                                  MAX_NODES));
+      r.fail(f, fctx, fmt::format("the tree has more than {} leaves (product of 'down'), the supported maximum", MAX_NODES));
     // SimGrid's fat tree: level l+1 has (elements of level l) x up[l] / down[l] switches; it must be whole.
     double elements = static_cast<double>(t.capacity());
     for (int l = 0; l < t.levels; ++l) {
@@ -297,8 +296,8 @@ void parse_network(Reader& r, const YAML::Node& map, Platform& p) {
     r.fail(shape_at, "network", fmt::format("topology '{}' has {} node slots but nodes is {}", to_string(n.topology),
                                             capacity, p.nodes));
   if (capacity > MAX_NODES)
-    r.fail(shape_at, "network", fmt::format("topology '{}' has {} node slots; at most {} are supported",
-                                            to_string(n.topology), capacity, MAX_NODES));
+    r.fail(shape_at, "network", fmt::format("topology '{}' has more than {} node slots, the supported maximum",
+                                            to_string(n.topology), MAX_NODES));
 }
 
 void parse_storage(Reader& r, const YAML::Node& map, Platform& p) {
