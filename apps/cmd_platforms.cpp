@@ -122,6 +122,7 @@ void list_devices(const std::string& format_text) {
                         {"description", d.description}, {"peak_flops", d.peak_flops},
                         {"mem_bandwidth_Bps", d.mem_bandwidth_Bps}, {"mem_capacity_B", d.mem_capacity_B},
                         {"source", d.source},       {"assumptions", d.assumptions}};
+    if (!d.figure_sources.empty()) j["figure_sources"] = d.figure_sources;
     if (cpu) {
       j["cores"] = d.cores;
       j["clock_hz"] = d.clock_hz;
