@@ -1,7 +1,7 @@
 // A DNN as a DAG of layers (Boost.Graph inside) with inferred shapes and exact per-layer costs.
 // Convention: FLOPs count a multiply-add as 2; bytes are FP32 (4 B per element); all costs are for
 // the whole batch the model was built with (shape dimension n). Formulas per op: models/README.md.
-// A layer fed only by the input layer has bwd_data_flops = 0 (no gradient w.r.t. the images).
+// Layers with nothing trainable upstream have bwd_data_flops = 0 (see Layer::needs_data_grad).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -85,6 +85,10 @@ struct Layer {
   std::vector<Shape> src_shapes;    // one per input
   Shape dst_shape;
   LayerCosts costs;
+  // True when a layer upstream has parameters, so backward must compute the gradient w.r.t. this
+  // layer's inputs; false for layers fed (through parameter-free layers) only by the input, whose
+  // bwd_data_flops are then 0 (frameworks do not differentiate w.r.t. the images).
+  bool needs_data_grad = false;
 };
 
 // A model: layers in insertion order, which is a topological order (inputs must already exist).

@@ -98,7 +98,8 @@ std::size_t expected_arity(OpKind op) {
 }
 
 // Shape inference and costs of one layer; fills layer.dst_shape and layer.costs.
-void infer(Layer& layer, bool fed_by_input_only, const Context& ctx) {
+void infer(Layer& layer, const Context& ctx) {
+  const bool no_data_grad = !layer.needs_data_grad;
   const LayerParams& p = layer.params;
   const auto& srcs = layer.src_shapes;
   const Shape& src = srcs.front();
@@ -124,7 +125,7 @@ void infer(Layer& layer, bool fed_by_input_only, const Context& ctx) {
       const double macs = dst_el * static_cast<double>(per_out);
       const double bias_flops = p.bias ? dst_el : 0.0;
       c.fwd_flops = 2 * macs + bias_flops;
-      c.bwd_data_flops = fed_by_input_only ? 0.0 : 2 * macs;
+      c.bwd_data_flops = no_data_grad ? 0.0 : 2 * macs;
       c.bwd_weights_flops = 2 * macs + bias_flops;
       break;
     }
@@ -136,7 +137,7 @@ void infer(Layer& layer, bool fed_by_input_only, const Context& ctx) {
       const double macs = static_cast<double>(src.n) * static_cast<double>(in_features) * p.out_channels;
       const double bias_flops = p.bias ? static_cast<double>(src.n) * p.out_channels : 0.0;
       c.fwd_flops = 2 * macs + bias_flops;
-      c.bwd_data_flops = fed_by_input_only ? 0.0 : 2 * macs;
+      c.bwd_data_flops = no_data_grad ? 0.0 : 2 * macs;
       c.bwd_weights_flops = 2 * macs + bias_flops;
       break;
     }
@@ -144,7 +145,7 @@ void infer(Layer& layer, bool fed_by_input_only, const Context& ctx) {
       if (!(p.bn_epsilon > 0)) ctx.fail(fmt::format("bn_epsilon must be > 0, got {}", p.bn_epsilon));
       c.params = 2 * src.c;
       c.fwd_flops = BN_FWD_FLOPS * src_el;
-      c.bwd_data_flops = fed_by_input_only ? 0.0 : BN_BWD_DATA_FLOPS * src_el;
+      c.bwd_data_flops = no_data_grad ? 0.0 : BN_BWD_DATA_FLOPS * src_el;
       c.bwd_weights_flops = BN_BWD_WEIGHTS_FLOPS * src_el;
       break;
     case OpKind::RELU:
@@ -239,10 +240,15 @@ void infer(Layer& layer, bool fed_by_input_only, const Context& ctx) {
   c.fwd_bytes = BYTES_PER_ELEMENT * (src_total + w + dst_el);
   if (c.params > 0) {
     // bwd-data reads dy and weights, writes dx; bwd-weights reads src and dy, writes dw.
-    const double data = fed_by_input_only ? 0.0 : dst_el + w + src_total;
+    const double data = no_data_grad ? 0.0 : dst_el + w + src_total;
     c.bwd_bytes = BYTES_PER_ELEMENT * (data + src_total + dst_el + w);
   } else {
     c.bwd_bytes = BYTES_PER_ELEMENT * bwd_elementwise_bytes;
+  }
+  if (no_data_grad && c.params == 0) {
+    // Nothing upstream is trainable: no gradient flows through this layer at all.
+    c.bwd_data_flops = 0;
+    c.bwd_bytes = 0;
   }
 }
 
@@ -353,17 +359,18 @@ const Layer& Model::add(std::string name, OpKind op, const LayerParams& params, 
   layer.op = op;
   layer.params = params;
   std::vector<std::size_t> producers;
-  bool input_only = true;
+  bool upstream_trainable = false;
   for (const auto& in : inputs) {
     const auto it = impl_->index.find(in);
     if (it == impl_->index.end()) ctx.fail(fmt::format("unknown input '{}' (inputs must be defined earlier)", in));
     producers.push_back(it->second);
     const Layer& producer = impl_->layers[it->second];
     layer.src_shapes.push_back(producer.dst_shape);
-    input_only = input_only && producer.op == OpKind::INPUT;
+    upstream_trainable = upstream_trainable || producer.costs.params > 0 || producer.needs_data_grad;
   }
   layer.inputs = std::move(inputs);
-  infer(layer, input_only, ctx);
+  layer.needs_data_grad = upstream_trainable;
+  infer(layer, ctx);
 
   const std::size_t index = impl_->layers.size();
   const auto vertex = boost::add_vertex(impl_->graph);

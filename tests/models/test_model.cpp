@@ -53,7 +53,7 @@ TEST_CASE("models::Model: conv2d shape with stride, padding and dilation", "[mod
 
 TEST_CASE("models::Model: conv2d costs follow the documented formulas", "[models]") {
   Model m("t", Shape{4, 8, 10, 10});
-  m.add("pre", OpKind::RELU, {}, {"data"});
+  m.add("pre", OpKind::BATCH_NORM, {}, {"data"});  // trainable, so conv needs its data gradient
   const Layer& c = m.add("c", OpKind::CONV2D, conv_params(16, 3, 1, 1, 1, 2, true), {"pre"});
   // params = Cout * Cin/groups * k * k + bias
   CHECK(c.costs.params == 16 * 4 * 9 + 16);
@@ -66,13 +66,24 @@ TEST_CASE("models::Model: conv2d costs follow the documented formulas", "[models
   CHECK(c.costs.fwd_bytes == Approx(4.0 * (4 * 8 * 100 + c.costs.params + 4 * 16 * 100)));
 }
 
-TEST_CASE("models::Model: a layer fed only by the data needs no data gradient", "[models]") {
+TEST_CASE("models::Model: layers with nothing trainable upstream need no data gradient", "[models]") {
   Model m("t", Shape{1, 3, 8, 8});
   const Layer& c = m.add("c", OpKind::CONV2D, conv_params(4, 3), {"data"});
   CHECK(c.costs.bwd_data_flops == 0);
   CHECK(c.costs.bwd_weights_flops > 0);
   const Layer& c2 = m.add("c2", OpKind::CONV2D, conv_params(4, 3), {"c"});
   CHECK(c2.costs.bwd_data_flops > 0);
+  CHECK(c2.needs_data_grad);
+  // Through parameter-free layers too: data -> relu -> pool -> conv needs no data gradient anywhere.
+  Model n("t", Shape{1, 3, 8, 8});
+  const Layer& r = n.add("r", OpKind::RELU, {}, {"data"});
+  CHECK(r.costs.bwd_data_flops == 0);
+  CHECK(r.costs.bwd_bytes == 0);
+  n.add("p", OpKind::MAX_POOL, pool_params(2, 2), {"r"});
+  const Layer& c3 = n.add("c3", OpKind::CONV2D, conv_params(4, 3), {"p"});
+  CHECK_FALSE(c3.needs_data_grad);
+  CHECK(c3.costs.bwd_data_flops == 0);
+  CHECK(n.add("r2", OpKind::RELU, {}, {"c3"}).costs.bwd_data_flops > 0);
 }
 
 TEST_CASE("models::Model: groups must divide channels", "[models]") {

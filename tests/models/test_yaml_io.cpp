@@ -46,6 +46,49 @@ TEST_CASE("models::YamlIo: every zoo model round-trips layer for layer", "[model
   }
 }
 
+TEST_CASE("models::YamlIo: every op and non-default field round-trips", "[models]") {
+  Model m("all ops", Shape{2, 4, 17, 15});
+  LayerParams conv;
+  conv.out_channels = 8, conv.kernel_h = 3, conv.kernel_w = 1, conv.stride_h = 2, conv.pad_w = 1;
+  conv.dilation_h = 2, conv.groups = 2, conv.bias = false;
+  m.add("conv", OpKind::CONV2D, conv, {"data"});
+  LayerParams bn;
+  bn.bn_epsilon = 0.001;
+  m.add("bn", OpKind::BATCH_NORM, bn, {"conv"});
+  LayerParams lrn;
+  lrn.lrn_size = 3, lrn.lrn_alpha = 2e-5, lrn.lrn_beta = 0.7, lrn.lrn_k = 2;
+  m.add("lrn", OpKind::LRN, lrn, {"bn"});
+  m.add("tanh", OpKind::TANH, {}, {"lrn"});
+  LayerParams mp;
+  mp.kernel_h = mp.kernel_w = 3, mp.stride_h = mp.stride_w = 2, mp.ceil_mode = true, mp.dilation_w = 2;
+  m.add("maxp", OpKind::MAX_POOL, mp, {"tanh"});
+  LayerParams ap;
+  ap.kernel_h = ap.kernel_w = 3, ap.pad_h = ap.pad_w = 1, ap.count_include_pad = false;
+  m.add("avgp", OpKind::AVG_POOL, ap, {"maxp"});
+  m.add("cat", OpKind::CONCAT, {}, {"maxp", "avgp", "maxp"});
+  m.add("sum", OpKind::ADD, {}, {"maxp", "avgp"});
+  m.add("gap", OpKind::GLOBAL_AVG_POOL, {}, {"cat"});
+  LayerParams drop;
+  drop.dropout_ratio = 0.25;
+  m.add("drop", OpKind::DROPOUT, drop, {"gap"});
+  m.add("flat", OpKind::FLATTEN, {}, {"drop"});
+  LayerParams fc;
+  fc.out_channels = 5, fc.bias = false;
+  m.add("fc", OpKind::FULLY_CONNECTED, fc, {"flat"});
+  m.add("loss", OpKind::SOFTMAX_LOSS, {}, {"fc"});
+  ModelOptions o;
+  o.batch = 2;
+  const Model back = parse_model_yaml(model_to_yaml(m), "all.yaml", o);
+  REQUIRE(back.layers().size() == m.layers().size());
+  for (std::size_t i = 0; i < m.layers().size(); ++i) {
+    INFO(m.layers()[i].name);
+    CHECK(back.layers()[i].params == m.layers()[i].params);
+    CHECK(back.layers()[i].inputs == m.layers()[i].inputs);
+    CHECK(back.layers()[i].dst_shape == m.layers()[i].dst_shape);
+  }
+  CHECK(back.name() == "all ops");
+}
+
 TEST_CASE("models::YamlIo: exported classifier follows --classes", "[models]") {
   const std::string text = model_to_yaml(build_zoo_model("resnet18", ModelOptions{}));
   CHECK(text.find("out_channels: classes") != std::string::npos);
