@@ -270,8 +270,11 @@ int main(int argc, char** argv) {
   app.add_option("--bench-repeats", a.bench_repeats, "repeats per size for --bench-comm");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    std::fprintf(stderr, "dtsim-train: error: %s (see --help)\n", e.what());
+    return 2;
   }
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
