@@ -1,0 +1,288 @@
+// Closed-form checks of the training replay on hand-built platforms and profiles: infinite bandwidth,
+// no overlap, the PS bottleneck NIC, ps-replicated bytes, monotonicity, determinism, trace and errors.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/errors.hpp"
+#include "sim/comm.hpp"
+#include "sim/training.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+constexpr double LAYER_FWD_S = 1e-3, LAYER_BWD_S = 2e-3, UPDATE_S = 1e-3;
+constexpr std::int64_t LAYER_GRAD_BYTES = 4'000'000;
+
+// A star cluster of single-process CPU nodes (or GPU nodes behind PCIe) with the given NIC rate.
+platforms::Platform star_platform(double nic_Bps, int nodes = 32, int gpus = 0) {
+  platforms::Platform p;
+  p.name = "test-star";
+  p.file = "test-star.yaml";
+  p.nodes = nodes;
+  p.node.cpu = "test-cpu";
+  p.node.gpus = gpus;
+  p.node.gpu = gpus > 0 ? "test-gpu" : "";
+  p.node.intra.kind = gpus > 0 ? platforms::IntraNodeKind::PCIE : platforms::IntraNodeKind::SHARED_MEMORY;
+  p.node.intra.link_bandwidth_Bps = std::max(10e9, nic_Bps);  // "infinite" network means infinite inside too
+  p.node.intra.latency_s = 0;
+  p.network.technology = "test network";
+  p.network.topology = platforms::TopologyKind::STAR;
+  p.network.link_bandwidth_Bps = nic_Bps;
+  p.network.latency_s = 0;
+  p.network.protocol_efficiency = 1.0;
+  return p;
+}
+
+calibrate::ComputeProfile uniform_profile(int layers, double scale = 1.0, std::int64_t grad_bytes = LAYER_GRAD_BYTES) {
+  calibrate::ComputeProfile prof;
+  prof.model = "uniform";
+  prof.device = "test-device";
+  prof.batch = 32;
+  for (int i = 0; i < layers; ++i) {
+    calibrate::LayerTime l;
+    l.name = "layer" + std::to_string(i);
+    l.op = "conv2d";
+    l.fwd_s = LAYER_FWD_S * scale;
+    l.bwd_data_s = LAYER_BWD_S * scale / 2;
+    l.bwd_weights_s = LAYER_BWD_S * scale / 2;
+    l.grad_bytes = grad_bytes;
+    prof.layers.push_back(l);
+  }
+  prof.update_s = UPDATE_S * scale;
+  return prof;
+}
+
+sim::TrainingPoint point(sim::Strategy s, int workers) {
+  sim::TrainingPoint p;
+  p.strategy = s;
+  p.workers = workers;
+  p.iterations = 3;
+  return p;
+}
+
+double step_s(const calibrate::ComputeProfile& prof) {
+  return prof.layers.size() * (LAYER_FWD_S + LAYER_BWD_S) * (prof.update_s / UPDATE_S) + prof.update_s;
+}
+
+}  // namespace
+
+TEST_CASE("sim::Training: one worker runs forward + backward + update", "[sim][training]") {
+  const auto plat = star_platform(10e9);
+  const auto prof = uniform_profile(10);
+  const auto r = sim::simulate_training(plat, prof, point(sim::Strategy::ALLREDUCE_RING, 1));
+  CHECK(r.iteration_time_s == Approx(step_s(prof)).epsilon(1e-6));
+  CHECK(r.throughput == Approx(32 / step_s(prof)).epsilon(1e-6));
+  CHECK(r.breakdown.compute_s == Approx(step_s(prof)).epsilon(1e-6));
+  CHECK(r.breakdown.exposed_communication_s == Approx(0).margin(1e-9));
+}
+
+TEST_CASE("sim::Training: infinite bandwidth gives efficiency 1", "[sim][training]") {
+  const auto plat = star_platform(1e18);
+  const auto prof = uniform_profile(10);
+  for (auto s : {sim::Strategy::ALLREDUCE_RING, sim::Strategy::ALLREDUCE_RHD, sim::Strategy::ALLREDUCE_HIER,
+                 sim::Strategy::PS, sim::Strategy::PS_REPLICATED}) {
+    auto p1 = point(s, 1);
+    auto p8 = point(s, 8);
+    p1.ps_servers = p8.ps_servers = 4;  // the servers' share of the update is then the same
+    const auto r1 = sim::simulate_training(plat, prof, p1);
+    const auto r8 = sim::simulate_training(plat, prof, p8);
+    INFO(sim::to_string(s));
+    CHECK(r8.throughput / (8 * r1.throughput) == Approx(1.0).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("sim::Training: without overlap the iteration is compute plus exchange", "[sim][training]") {
+  const auto plat = star_platform(1e9);
+  const auto prof = uniform_profile(10);
+  auto p = point(sim::Strategy::ALLREDUCE_RING, 4);
+  p.overlap = false;
+  p.fusion_bytes = 1e12;  // one bucket holding every gradient
+  const auto r = sim::simulate_training(plat, prof, p);
+  sim::CommRequest req;
+  req.pattern = sim::CommPattern::ALLREDUCE_RING;
+  req.workers = 4;
+  req.bytes = 10.0 * LAYER_GRAD_BYTES;
+  const double exchange_s = sim::simulate_comm(plat, req).time_s;
+  REQUIRE(exchange_s > 0.01);  // the test means something only if the exchange is visible
+  CHECK(r.iteration_time_s == Approx(step_s(prof) + exchange_s).epsilon(0.01));
+  CHECK(r.buckets == 1);
+  // Overlapping per-layer buckets with the remaining backward is never slower here.
+  p.overlap = true;
+  p.fusion_bytes = 0;
+  const auto overlapped = sim::simulate_training(plat, prof, p);
+  CHECK(overlapped.iteration_time_s < r.iteration_time_s);
+  CHECK(overlapped.buckets == 10);
+}
+
+TEST_CASE("sim::Training: a PS strategy is limited by the busiest server NIC", "[sim][training]") {
+  const double nic_Bps = 1e9;
+  const auto plat = star_platform(nic_Bps);
+  const auto prof = uniform_profile(10, 1e-4);  // compute negligible next to the exchange
+  const int workers = 8;
+  auto p = point(sim::Strategy::PS, workers);
+  p.ps_servers = 1;
+  p.ps_placement = sim::PsPlacement::DEDICATED;
+  const auto r = sim::simulate_training(plat, prof, p);
+  // The server receives every worker's gradients, then sends every worker the parameters.
+  const double model_B = 10.0 * LAYER_GRAD_BYTES;
+  const double bound_s = 2 * workers * model_B / nic_Bps;
+  CHECK(r.iteration_time_s == Approx(bound_s).epsilon(0.05));
+  CHECK(r.bottleneck.find("PS shard 0's NIC") != std::string::npos);
+  // Two servers split the variables evenly (greedy on bytes): the busiest NIC carries half.
+  p.ps_servers = 2;
+  const auto r2 = sim::simulate_training(plat, prof, p);
+  CHECK(r2.iteration_time_s == Approx(bound_s / 2).epsilon(0.05));
+}
+
+TEST_CASE("sim::Training: ps-replicated sends 1/8 of ps inter-node bytes on 8-GPU nodes", "[sim][training]") {
+  const auto plat = star_platform(10e9, 8, 8);
+  const auto prof = uniform_profile(12);
+  auto p = point(sim::Strategy::PS, 32);
+  p.ps_servers = 4;
+  const auto ps = sim::simulate_training(plat, prof, p);
+  p.strategy = sim::Strategy::PS_REPLICATED;
+  const auto rep = sim::simulate_training(plat, prof, p);
+  REQUIRE(ps.inter_node_bytes > 0);
+  CHECK(rep.inter_node_bytes / ps.inter_node_bytes == Approx(1.0 / 8).epsilon(1e-9));
+  CHECK(rep.nodes == 4);
+}
+
+TEST_CASE("sim::Training: more bandwidth is never slower", "[sim][training]") {
+  const auto prof = uniform_profile(16);
+  for (auto s : {sim::Strategy::ALLREDUCE_RING, sim::Strategy::ALLREDUCE_RHD, sim::Strategy::PS,
+                 sim::Strategy::PS_ASYNC}) {
+    double previous = 0;
+    for (double bw : {1e8, 1e9, 1e10, 1e11}) {
+      auto p = point(s, 8);
+      p.ps_servers = 2;
+      const double thr = sim::simulate_training(star_platform(bw), prof, p).throughput;
+      INFO(sim::to_string(s) << " at " << bw << " B/s");
+      CHECK(thr >= previous * (1 - 1e-9));
+      previous = thr;
+    }
+  }
+}
+
+TEST_CASE("sim::Training: predictions are deterministic, jitter included", "[sim][training]") {
+  const auto plat = star_platform(1e9);
+  const auto prof = uniform_profile(10);
+  auto p = point(sim::Strategy::ALLREDUCE_RING, 8);
+  p.variability.jitter_cv = 0.1;
+  p.variability.straggler_probability = 0.2;
+  p.variability.straggler_slowdown = 2;
+  p.variability.seed = 7;
+  const auto a = sim::simulate_training(plat, prof, p);
+  const auto b = sim::simulate_training(plat, prof, p);
+  CHECK(a.iteration_time_s == b.iteration_time_s);
+  CHECK(a.throughput == b.throughput);
+  // Stragglers slow synchronous training.
+  auto calm = p;
+  calm.variability = sim::Variability{};
+  CHECK(sim::simulate_training(plat, prof, calm).throughput > a.throughput);
+}
+
+TEST_CASE("sim::Training: Horovod cycle time delays exchanges to cycle ticks", "[sim][training]") {
+  const auto plat = star_platform(1e18);
+  const auto prof = uniform_profile(10);
+  auto p = point(sim::Strategy::ALLREDUCE_RING, 4);
+  p.fusion_bytes = 1e12;
+  p.overlap = false;
+  p.iterations = 1;
+  p.cycle_s = 0.1;  // the single exchange waits for the tick after backward (t = 0.03 s)
+  const auto r = sim::simulate_training(plat, prof, p);
+  CHECK(r.iteration_time_s == Approx(0.1 + UPDATE_S).epsilon(1e-3));
+}
+
+TEST_CASE("sim::Training: real data stalls when storage is slower than compute", "[sim][training]") {
+  auto plat = star_platform(10e9);
+  plat.storage.kind = platforms::StorageKind::LOCAL_SSD;
+  plat.storage.read_bandwidth_Bps = 1e8;
+  const auto prof = uniform_profile(10);  // 0.031 s per iteration
+  auto p = point(sim::Strategy::ALLREDUCE_RING, 2);
+  p.data = sim::DataMode::REAL;
+  p.sample_bytes = 1e6;  // 32 MB per batch: 0.32 s at 100 MB/s
+  p.iterations = 4;
+  const auto r = sim::simulate_training(plat, prof, p);
+  CHECK(r.iteration_time_s == Approx(0.32).epsilon(0.02));
+  CHECK(r.breakdown.io_stall_s > 0.25);
+  CHECK(r.bottleneck.find("input I/O") != std::string::npos);
+  p.sample_bytes = 1e3;  // fast storage: prefetching hides the reads
+  const auto fast = sim::simulate_training(plat, prof, p);
+  CHECK(fast.breakdown.io_stall_s == Approx(0).margin(1e-6));
+}
+
+TEST_CASE("sim::Training: data-parallel-single-node gathers on device 0", "[sim][training]") {
+  const auto plat = star_platform(10e9, 1, 8);
+  const auto prof = uniform_profile(10);
+  auto p = point(sim::Strategy::DATA_PARALLEL_SINGLE_NODE, 8);
+  p.input_bytes_per_sample = 3 * 224 * 224 * 4;
+  p.output_bytes_per_sample = 4000;
+  const auto r8 = sim::simulate_training(plat, prof, p);
+  const auto r1 = sim::simulate_training(plat, prof, point(sim::Strategy::DATA_PARALLEL_SINGLE_NODE, 1));
+  CHECK(r8.throughput > r1.throughput);
+  CHECK(r8.throughput < 8 * r1.throughput);  // device 0 serialises the gradient reduction
+  CHECK_THROWS_AS(sim::simulate_training(star_platform(10e9, 2, 8), prof,
+                                         point(sim::Strategy::DATA_PARALLEL_SINGLE_NODE, 16)),
+                  InputError);
+}
+
+TEST_CASE("sim::Training: trace is valid trace-event JSON", "[sim][training]") {
+  const auto plat = star_platform(1e9);
+  const auto prof = uniform_profile(6);
+  const std::string path = "/tmp/dtsim_test_training_trace.json";
+  for (auto s : {sim::Strategy::ALLREDUCE_RING, sim::Strategy::PS}) {
+    auto p = point(s, 4);
+    p.ps_servers = 2;
+    p.trace_path = path;
+    p.fusion_bytes = 8e6;
+    sim::simulate_training(plat, prof, p);
+    std::ifstream in(path);
+    REQUIRE(in);
+    const auto doc = nlohmann::json::parse(in);
+    REQUIRE(doc.contains("traceEvents"));
+    int complete = 0, exchanges = 0;
+    for (const auto& e : doc["traceEvents"]) {
+      REQUIRE(e.contains("ph"));
+      REQUIRE(e.contains("pid"));
+      REQUIRE(e.contains("tid"));
+      REQUIRE(e.contains("name"));
+      if (e["ph"] == "X") {
+        ++complete;
+        CHECK(e["dur"].get<double>() >= 0);
+        CHECK(e["ts"].get<double>() >= 0);
+        if (e["cat"] == "allreduce" || e["cat"] == "push") ++exchanges;
+      }
+    }
+    CHECK(complete > 4 * 3);  // forward + backward segments + update per worker at least
+    CHECK(exchanges > 0);
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("sim::Training: impossible set-ups are input errors", "[sim][training]") {
+  const auto plat = star_platform(1e9, 4);
+  const auto prof = uniform_profile(4);
+  CHECK_THROWS_AS(sim::simulate_training(plat, prof, point(sim::Strategy::ALLREDUCE_RING, 5)), InputError);
+  CHECK_THROWS_AS(sim::simulate_training(plat, prof, point(sim::Strategy::ALLREDUCE_RING, 0)), InputError);
+  auto p = point(sim::Strategy::PS, 4);
+  p.ps_servers = 1;
+  p.ps_placement = sim::PsPlacement::DEDICATED;  // 4 worker nodes + 1 server node > 4
+  CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);
+  p = point(sim::Strategy::ALLREDUCE_RING, 2);
+  p.fusion_bytes = -1;
+  CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);
+  p = point(sim::Strategy::ALLREDUCE_RING, 2);
+  p.data = sim::DataMode::REAL;
+  p.sample_bytes = 1000;
+  CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);  // no storage on this platform
+  auto zero_batch = prof;
+  zero_batch.batch = 0;
+  CHECK_THROWS_AS(sim::simulate_training(plat, zero_batch, point(sim::Strategy::ALLREDUCE_RING, 1)), InputError);
+  CHECK_THROWS_AS(sim::strategy_by_name("allreduce-magic"), InputError);
+}

@@ -1,0 +1,79 @@
+// The iteration plan: bucket boundaries in backward order under the fusion threshold, and PS
+// variable placement (greedy on bytes vs round-robin).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/errors.hpp"
+#include "sim/src/workload.hpp"
+
+using namespace dtsim;
+
+namespace {
+calibrate::ComputeProfile profile_of(const std::vector<std::int64_t>& grad_bytes) {
+  calibrate::ComputeProfile p;
+  p.batch = 8;
+  for (std::size_t i = 0; i < grad_bytes.size(); ++i) {
+    calibrate::LayerTime l;
+    l.name = "l" + std::to_string(i);
+    l.fwd_s = 1e-3;
+    l.bwd_data_s = 1e-3;
+    l.bwd_weights_s = 1e-3;
+    l.grad_bytes = grad_bytes[i];
+    p.layers.push_back(l);
+  }
+  p.update_s = 5e-4;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("sim::Workload: buckets fill in backward order up to the fusion size", "[sim][workload]") {
+  // Forward order: l0 has no parameters; backward visits l5 first.
+  const auto prof = profile_of({0, 10, 10, 30, 10, 10});
+  const auto plan = sim::plan_iteration(prof, 25);
+  REQUIRE(plan.buckets.size() == 3);
+  CHECK(plan.buckets[0].layers == std::vector<int>{5, 4});  // 20 bytes; +30 would exceed 25
+  CHECK(plan.buckets[1].layers == std::vector<int>{3});     // larger than the threshold: alone
+  CHECK(plan.buckets[2].layers == std::vector<int>{2, 1});
+  CHECK(plan.grad_bytes == Approx(70));
+  // Segment k ends with bucket k's last layer; the parameter-free l0 is the tail.
+  CHECK(plan.bwd_segment_s[0] == Approx(4e-3));
+  CHECK(plan.bwd_segment_s[1] == Approx(2e-3));
+  CHECK(plan.bwd_segment_s[2] == Approx(4e-3));
+  CHECK(plan.bwd_tail_s == Approx(2e-3));
+  CHECK(plan.fwd_s == Approx(6e-3));
+  CHECK(plan.step_s() == Approx(6e-3 + 12e-3 + 5e-4));
+}
+
+TEST_CASE("sim::Workload: fusion 0 gives one bucket per parameter layer, huge fusion one bucket", "[sim][workload]") {
+  const auto prof = profile_of({0, 10, 10, 30, 10, 10});
+  CHECK(sim::plan_iteration(prof, 0).buckets.size() == 5);
+  const auto one = sim::plan_iteration(prof, 1e12);
+  REQUIRE(one.buckets.size() == 1);
+  CHECK(one.bwd_segment_s[0] + one.bwd_tail_s == Approx(12e-3));
+  CHECK_THROWS_AS(sim::plan_iteration(prof, -1), InputError);
+  auto bad = prof;
+  bad.layers[2].fwd_s = -1;
+  CHECK_THROWS_AS(sim::plan_iteration(bad, 0), InputError);
+}
+
+TEST_CASE("sim::Workload: greedy placement balances bytes better than round-robin", "[sim][workload]") {
+  const auto prof = profile_of({0, 100, 1, 1, 1, 100, 1, 1, 1});
+  const auto greedy = sim::place_variables(prof, 2, sim::PsBalance::GREEDY);
+  const auto rr = sim::place_variables(prof, 2, sim::PsBalance::ROUND_ROBIN);
+  CHECK(greedy[0] == -1);
+  const auto gb = sim::server_bytes(prof, greedy, 2);
+  const auto rb = sim::server_bytes(prof, rr, 2);
+  CHECK(gb[0] == Approx(103));
+  CHECK(gb[1] == Approx(103));
+  CHECK(*std::max_element(rb.begin(), rb.end()) == Approx(202));  // both big variables on server 0
+  CHECK(std::accumulate(gb.begin(), gb.end(), 0.0) == Approx(206));
+  CHECK_THROWS_AS(sim::place_variables(prof, 0, sim::PsBalance::GREEDY), InputError);
+  // Per-bucket bytes add up to each server's shard.
+  const auto plan = sim::plan_iteration(prof, 0);
+  const auto per_bucket = sim::bucket_server_bytes(prof, plan, greedy, 2);
+  double s0 = 0;
+  for (const auto& b : per_bucket) s0 += b[0];
+  CHECK(s0 == Approx(gb[0]));
+}
