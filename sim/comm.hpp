@@ -10,7 +10,7 @@
 namespace dtsim::sim {
 
 enum class CommPattern { ALLREDUCE_RING, ALLREDUCE_TREE, ALLREDUCE_RHD, ALLREDUCE_HIER, BROADCAST, PS };
-enum class CommMode { AUTO, COARSE, FINE };  // AUTO: coarse above a documented size (docs/simulation.md)
+enum class CommMode { AUTO, COARSE, FINE };  // AUTO: coarse above COARSE_ABOVE_RANKS ranks
 enum class PsPlacement { COLOCATED, DEDICATED };
 enum class PsBalance { GREEDY, ROUND_ROBIN };
 
@@ -27,6 +27,12 @@ std::string to_string(PsPlacement p);
 // case-insensitive; e.g. "25MB" = 25e6, "1000KB" = 1e6, "4MiB" = 4194304. Throws InputError naming
 // `what` (a flag or field) for anything else, for values <= 0 and for values above 1 PB.
 double parse_byte_size(const std::string& text, const std::string& what);
+
+// AUTO means coarse above this many ranks (docs/simulation-comm.md: where fine mode gets slow and
+// where the two modes were checked to agree).
+inline constexpr int COARSE_ABOVE_RANKS = 64;
+// AUTO -> COARSE or FINE for a collective over `ranks` ranks; COARSE/FINE unchanged.
+CommMode resolve_mode(CommMode mode, int ranks);
 
 struct CommRequest {
   CommPattern pattern = CommPattern::ALLREDUCE_RING;

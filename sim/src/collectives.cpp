@@ -77,8 +77,8 @@ void ring_fine(World& w, const std::vector<int>& ranks, double bytes, Done done)
   // The lambdas hold the shared function; break the cycle when the collective ends.
   auto keep = try_issue;
   auto user_done = std::move(st->done);
-  st->done = [keep, user_done]() mutable {
-    *keep = nullptr;
+  st->done = [&w, keep, user_done]() mutable {
+    w.after(0, [keep]() { *keep = nullptr; });  // break the self-reference once no callback of ours runs
     user_done();
   };
   for (int i = 0; i < st->n; ++i) (*try_issue)(i);
@@ -119,8 +119,8 @@ void tree_allreduce(World& w, const std::vector<int>& ranks, double bytes, Done 
     auto self = weak.lock();
     for (int c = 2 * i + 1; c <= 2 * i + 2 && c < st->n; ++c)
       w.transfer(st->hosts[i], st->hosts[c], bytes, [self, down_done, c]() {
-        down_done();
         (*self)(c);
+        down_done();
       });
   };
   auto up = std::make_shared<std::function<void(int)>>();
@@ -136,9 +136,11 @@ void tree_allreduce(World& w, const std::vector<int>& ranks, double bytes, Done 
     });
   };
   auto user_done = std::move(st->done);
-  st->done = [bcast, up, user_done]() mutable {
-    *bcast = nullptr;
-    *up = nullptr;
+  st->done = [&w, bcast, up, user_done]() mutable {
+    w.after(0, [bcast, up]() {  // break the self-references once no callback of ours is running
+      *bcast = nullptr;
+      *up = nullptr;
+    });
     user_done();
   };
   for (int i = 0; i < st->n; ++i)
@@ -153,6 +155,7 @@ void rhd_allreduce(World& w, const std::vector<int>& ranks, double bytes, Done d
     std::vector<s4u::Host*> hosts;
     std::vector<std::uint64_t> sent_mask, recv_mask;  // per core rank: bit s set once step s sent / received
     std::vector<int> step;                             // per core rank: current step, 0 .. 2 log p
+    std::vector<char> arrived;                         // per core rank: waiting at its step for the partner
     int finished = 0;
     Done done;
   };
@@ -169,42 +172,49 @@ void rhd_allreduce(World& w, const std::vector<int>& ranks, double bytes, Done d
   st->sent_mask.assign(st->p, 0);
   st->recv_mask.assign(st->p, 0);
   st->step.assign(st->p, 0);
+  st->arrived.assign(st->p, 0);
   const int excess = st->n - st->p;
   st->done = std::move(done);
   auto all_done = countdown(st->p + excess, [st]() { st->done(); });
   // Core rank r at step s: halving for s < log p (partner at distance p/2^(s+1), size bytes/2^(s+1)),
-  // doubling after (distance 2^(s-log p), size bytes/p * 2^(s-log p)).
+  // doubling after (distance 2^(s-log p), size bytes/p * 2^(s-log p)). Partners exchange once both
+  // have reached the step (rendezvous, as MPI does for large messages).
   auto advance = std::make_shared<std::function<void(int)>>();
   *advance = [&w, st, all_done, excess, weak = std::weak_ptr<std::function<void(int)>>(advance)](int r) {
     auto self = weak.lock();
     const int s = st->step[r];
     if (s == 2 * st->log_p) {  // core done: hand the result back to the folded rank, if any
-      if (r < excess) {
-        w.transfer(st->hosts[r], st->hosts[st->p + r], st->bytes, all_done);
-      }
+      if (r < excess) w.transfer(st->hosts[r], st->hosts[st->p + r], st->bytes, all_done);
       all_done();
       return;
     }
     const bool halving = s < st->log_p;
     const int dist = halving ? st->p >> (s + 1) : 1 << (s - st->log_p);
+    const int partner = r ^ dist;
+    if (st->step[partner] != s || !st->arrived[partner]) {
+      st->arrived[r] = true;  // wait for the partner, which launches the exchange
+      return;
+    }
+    st->arrived[partner] = false;
     const double size = halving ? st->bytes / static_cast<double>(1 << (s + 1))
                                 : st->bytes / st->p * static_cast<double>(1 << (s - st->log_p));
-    const int partner = r ^ dist;
-    w.transfer(st->hosts[r], st->hosts[partner], size, [st, self, r, partner, s]() {
-      st->sent_mask[r] |= std::uint64_t{1} << s;
-      st->recv_mask[partner] |= std::uint64_t{1} << s;
-      for (int x : {r, partner}) {
-        const auto bit = std::uint64_t{1} << st->step[x];
-        if (st->step[x] == s && (st->sent_mask[x] & bit) && (st->recv_mask[x] & bit)) {
-          ++st->step[x];
-          (*self)(x);
+    for (auto [src, dst] : {std::pair{r, partner}, std::pair{partner, r}}) {
+      w.transfer(st->hosts[src], st->hosts[dst], size, [st, self, src, dst, s]() {
+        st->sent_mask[src] |= std::uint64_t{1} << s;
+        st->recv_mask[dst] |= std::uint64_t{1} << s;
+        for (int x : {src, dst}) {
+          const auto bit = std::uint64_t{1} << s;
+          if (st->step[x] == s && (st->sent_mask[x] & bit) && (st->recv_mask[x] & bit)) {
+            ++st->step[x];
+            (*self)(x);
+          }
         }
-      }
-    });
+      });
+    }
   };
   auto user_done = std::move(st->done);
-  st->done = [advance, user_done]() mutable {
-    *advance = nullptr;
+  st->done = [&w, advance, user_done]() mutable {
+    w.after(0, [advance]() { *advance = nullptr; });  // break the self-reference once no callback runs
     user_done();
   };
   // Fold: excess rank p+i sends its whole buffer to core rank i, which starts when it has arrived.
@@ -335,31 +345,43 @@ void start_ps_exchange(World& world, const std::vector<int>& ranks, const std::v
   if (servers.empty()) throw Failure("parameter-server exchange without servers");
   const double shard = bytes / static_cast<double>(servers.size());
   const CommMode used = resolve_mode(mode, static_cast<int>(ranks.size()));
-  // Endpoints: every rank (fine) or one per node from the node's CPU side, carrying its ranks' bytes.
-  std::vector<std::pair<s4u::Host*, double>> ends;
-  if (used == CommMode::FINE) {
-    for (int r : ranks) ends.emplace_back(world.worker_host(r), 1.0);
-  } else {
-    std::vector<int> nodes;
+  // Flows per server: in fine mode one per rank; in coarse mode one per node from the node's CPU side
+  // carrying its ranks' bytes, except towards a server on that very node (per rank: PCIe, no NIC).
+  struct End {
+    s4u::Host* host;
+    double weight;
+  };
+  std::vector<std::vector<End>> ends(servers.size());
+  for (size_t s = 0; s < servers.size(); ++s) {
+    std::vector<int> nodes;         // merged nodes, in order of first rank
+    std::vector<size_t> merged_at;  // their entry in ends[s]
     for (int r : ranks) {
       const int node = world.node_of(r);
+      if (used == CommMode::FINE || servers[s] == world.node_host(node)) {
+        ends[s].push_back({world.worker_host(r), 1.0});
+        continue;
+      }
       auto it = std::find(nodes.begin(), nodes.end(), node);
       if (it == nodes.end()) {
         nodes.push_back(node);
-        ends.emplace_back(world.node_host(node), 1.0);
+        merged_at.push_back(ends[s].size());
+        ends[s].push_back({world.node_host(node), 1.0});
       } else {
-        ends[it - nodes.begin()].second += 1.0;
+        ends[s][merged_at[it - nodes.begin()]].weight += 1.0;
       }
     }
   }
-  const int n_ends = static_cast<int>(ends.size());
-  auto all = countdown(n_ends * static_cast<int>(servers.size()), std::move(done));
-  for (auto* server : servers) {
-    auto pull = [&world, ends, server, shard, all]() {
-      for (auto& [host, weight] : ends) world.transfer(server, host, shard * weight, all);
+  int total = 0;
+  for (auto& e : ends) total += static_cast<int>(e.size());
+  auto all = countdown(total, std::move(done));
+  for (size_t s = 0; s < servers.size(); ++s) {
+    auto* server = servers[s];
+    const auto& mine = ends[s];
+    auto pull = [&world, mine, server, shard, all]() {
+      for (const auto& e : mine) world.transfer(server, e.host, shard * e.weight, all);
     };
-    auto pushed = countdown(n_ends, pull);
-    for (auto& [host, weight] : ends) world.transfer(host, server, shard * weight, pushed);
+    auto pushed = countdown(static_cast<int>(mine.size()), pull);
+    for (const auto& e : mine) world.transfer(e.host, server, shard * e.weight, pushed);
   }
 }
 

@@ -74,8 +74,4 @@ void start_broadcast(World& world, int root, const std::vector<int>& ranks, doub
 void start_ps_exchange(World& world, const std::vector<int>& ranks, const std::vector<simgrid::s4u::Host*>& servers,
                        double bytes, CommMode mode, std::function<void()> done);
 
-// Above this many ranks AUTO means coarse (see docs/simulation-comm.md for the measurements).
-inline constexpr int COARSE_ABOVE_RANKS = 64;
-CommMode resolve_mode(CommMode mode, int ranks);
-
 }  // namespace dtsim::sim
