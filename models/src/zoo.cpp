@@ -280,86 +280,86 @@ struct Inception {
   }
 };
 
-std::string v3_block_a(Inception& I, const std::string& p, const std::string& in, std::int64_t pool_features) {
-  auto b1 = I.cbr(p + ".branch1x1", in, 64, 1, 1, 0);
-  auto b5 = I.cbr(p + ".branch5x5_2", I.cbr(p + ".branch5x5_1", in, 48, 1, 1, 0), 64, 5, 1, 2);
-  auto d = I.cbr(p + ".branch3x3dbl_1", in, 64, 1, 1, 0);
-  d = I.cbr(p + ".branch3x3dbl_2", d, 96, 3, 1, 1);
-  d = I.cbr(p + ".branch3x3dbl_3", d, 96, 3, 1, 1);
-  auto bp = I.b.pool(p + ".branch_pool.avg", OpKind::AVG_POOL, in, 3, 1, 1);
-  bp = I.cbr(p + ".branch_pool", bp, pool_features, 1, 1, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b1, b5, d, bp});
+std::string v3_block_a(Inception& inc, const std::string& p, const std::string& in, std::int64_t pool_features) {
+  auto b1 = inc.cbr(p + ".branch1x1", in, 64, 1, 1, 0);
+  auto b5 = inc.cbr(p + ".branch5x5_2", inc.cbr(p + ".branch5x5_1", in, 48, 1, 1, 0), 64, 5, 1, 2);
+  auto d = inc.cbr(p + ".branch3x3dbl_1", in, 64, 1, 1, 0);
+  d = inc.cbr(p + ".branch3x3dbl_2", d, 96, 3, 1, 1);
+  d = inc.cbr(p + ".branch3x3dbl_3", d, 96, 3, 1, 1);
+  auto bp = inc.b.pool(p + ".branch_pool.avg", OpKind::AVG_POOL, in, 3, 1, 1);
+  bp = inc.cbr(p + ".branch_pool", bp, pool_features, 1, 1, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b1, b5, d, bp});
 }
 
-std::string v3_block_b(Inception& I, const std::string& p, const std::string& in) {
-  auto b3 = I.cbr(p + ".branch3x3", in, 384, 3, 2, 0);
-  auto d = I.cbr(p + ".branch3x3dbl_1", in, 64, 1, 1, 0);
-  d = I.cbr(p + ".branch3x3dbl_2", d, 96, 3, 1, 1);
-  d = I.cbr(p + ".branch3x3dbl_3", d, 96, 3, 2, 0);
-  auto bp = I.b.pool(p + ".branch_pool", OpKind::MAX_POOL, in, 3, 2, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b3, d, bp});
+std::string v3_block_b(Inception& inc, const std::string& p, const std::string& in) {
+  auto b3 = inc.cbr(p + ".branch3x3", in, 384, 3, 2, 0);
+  auto d = inc.cbr(p + ".branch3x3dbl_1", in, 64, 1, 1, 0);
+  d = inc.cbr(p + ".branch3x3dbl_2", d, 96, 3, 1, 1);
+  d = inc.cbr(p + ".branch3x3dbl_3", d, 96, 3, 2, 0);
+  auto bp = inc.b.pool(p + ".branch_pool", OpKind::MAX_POOL, in, 3, 2, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b3, d, bp});
 }
 
-std::string v3_block_c(Inception& I, const std::string& p, const std::string& in, std::int64_t c7) {
-  auto b1 = I.cbr(p + ".branch1x1", in, 192, 1, 1, 0);
-  auto s = I.cbr(p + ".branch7x7_1", in, c7, 1, 1, 0);
-  s = I.cbr_hw(p + ".branch7x7_2", s, c7, 1, 7, 1, 0, 3);
-  s = I.cbr_hw(p + ".branch7x7_3", s, 192, 7, 1, 1, 3, 0);
-  auto d = I.cbr(p + ".branch7x7dbl_1", in, c7, 1, 1, 0);
-  d = I.cbr_hw(p + ".branch7x7dbl_2", d, c7, 7, 1, 1, 3, 0);
-  d = I.cbr_hw(p + ".branch7x7dbl_3", d, c7, 1, 7, 1, 0, 3);
-  d = I.cbr_hw(p + ".branch7x7dbl_4", d, c7, 7, 1, 1, 3, 0);
-  d = I.cbr_hw(p + ".branch7x7dbl_5", d, 192, 1, 7, 1, 0, 3);
-  auto bp = I.b.pool(p + ".branch_pool.avg", OpKind::AVG_POOL, in, 3, 1, 1);
-  bp = I.cbr(p + ".branch_pool", bp, 192, 1, 1, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b1, s, d, bp});
+std::string v3_block_c(Inception& inc, const std::string& p, const std::string& in, std::int64_t c7) {
+  auto b1 = inc.cbr(p + ".branch1x1", in, 192, 1, 1, 0);
+  auto s = inc.cbr(p + ".branch7x7_1", in, c7, 1, 1, 0);
+  s = inc.cbr_hw(p + ".branch7x7_2", s, c7, 1, 7, 1, 0, 3);
+  s = inc.cbr_hw(p + ".branch7x7_3", s, 192, 7, 1, 1, 3, 0);
+  auto d = inc.cbr(p + ".branch7x7dbl_1", in, c7, 1, 1, 0);
+  d = inc.cbr_hw(p + ".branch7x7dbl_2", d, c7, 7, 1, 1, 3, 0);
+  d = inc.cbr_hw(p + ".branch7x7dbl_3", d, c7, 1, 7, 1, 0, 3);
+  d = inc.cbr_hw(p + ".branch7x7dbl_4", d, c7, 7, 1, 1, 3, 0);
+  d = inc.cbr_hw(p + ".branch7x7dbl_5", d, 192, 1, 7, 1, 0, 3);
+  auto bp = inc.b.pool(p + ".branch_pool.avg", OpKind::AVG_POOL, in, 3, 1, 1);
+  bp = inc.cbr(p + ".branch_pool", bp, 192, 1, 1, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b1, s, d, bp});
 }
 
-std::string v3_block_d(Inception& I, const std::string& p, const std::string& in) {
-  auto b3 = I.cbr(p + ".branch3x3_2", I.cbr(p + ".branch3x3_1", in, 192, 1, 1, 0), 320, 3, 2, 0);
-  auto s = I.cbr(p + ".branch7x7x3_1", in, 192, 1, 1, 0);
-  s = I.cbr_hw(p + ".branch7x7x3_2", s, 192, 1, 7, 1, 0, 3);
-  s = I.cbr_hw(p + ".branch7x7x3_3", s, 192, 7, 1, 1, 3, 0);
-  s = I.cbr(p + ".branch7x7x3_4", s, 192, 3, 2, 0);
-  auto bp = I.b.pool(p + ".branch_pool", OpKind::MAX_POOL, in, 3, 2, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b3, s, bp});
+std::string v3_block_d(Inception& inc, const std::string& p, const std::string& in) {
+  auto b3 = inc.cbr(p + ".branch3x3_2", inc.cbr(p + ".branch3x3_1", in, 192, 1, 1, 0), 320, 3, 2, 0);
+  auto s = inc.cbr(p + ".branch7x7x3_1", in, 192, 1, 1, 0);
+  s = inc.cbr_hw(p + ".branch7x7x3_2", s, 192, 1, 7, 1, 0, 3);
+  s = inc.cbr_hw(p + ".branch7x7x3_3", s, 192, 7, 1, 1, 3, 0);
+  s = inc.cbr(p + ".branch7x7x3_4", s, 192, 3, 2, 0);
+  auto bp = inc.b.pool(p + ".branch_pool", OpKind::MAX_POOL, in, 3, 2, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b3, s, bp});
 }
 
-std::string v3_block_e(Inception& I, const std::string& p, const std::string& in) {
-  auto b1 = I.cbr(p + ".branch1x1", in, 320, 1, 1, 0);
-  auto t = I.cbr(p + ".branch3x3_1", in, 384, 1, 1, 0);
-  auto ta = I.cbr_hw(p + ".branch3x3_2a", t, 384, 1, 3, 1, 0, 1);
-  auto tb = I.cbr_hw(p + ".branch3x3_2b", t, 384, 3, 1, 1, 1, 0);
-  auto d = I.cbr(p + ".branch3x3dbl_1", in, 448, 1, 1, 0);
-  d = I.cbr(p + ".branch3x3dbl_2", d, 384, 3, 1, 1);
-  auto da = I.cbr_hw(p + ".branch3x3dbl_3a", d, 384, 1, 3, 1, 0, 1);
-  auto db = I.cbr_hw(p + ".branch3x3dbl_3b", d, 384, 3, 1, 1, 1, 0);
-  auto bp = I.b.pool(p + ".branch_pool.avg", OpKind::AVG_POOL, in, 3, 1, 1);
-  bp = I.cbr(p + ".branch_pool", bp, 192, 1, 1, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b1, ta, tb, da, db, bp});
+std::string v3_block_e(Inception& inc, const std::string& p, const std::string& in) {
+  auto b1 = inc.cbr(p + ".branch1x1", in, 320, 1, 1, 0);
+  auto t = inc.cbr(p + ".branch3x3_1", in, 384, 1, 1, 0);
+  auto ta = inc.cbr_hw(p + ".branch3x3_2a", t, 384, 1, 3, 1, 0, 1);
+  auto tb = inc.cbr_hw(p + ".branch3x3_2b", t, 384, 3, 1, 1, 1, 0);
+  auto d = inc.cbr(p + ".branch3x3dbl_1", in, 448, 1, 1, 0);
+  d = inc.cbr(p + ".branch3x3dbl_2", d, 384, 3, 1, 1);
+  auto da = inc.cbr_hw(p + ".branch3x3dbl_3a", d, 384, 1, 3, 1, 0, 1);
+  auto db = inc.cbr_hw(p + ".branch3x3dbl_3b", d, 384, 3, 1, 1, 1, 0);
+  auto bp = inc.b.pool(p + ".branch_pool.avg", OpKind::AVG_POOL, in, 3, 1, 1);
+  bp = inc.cbr(p + ".branch_pool", bp, 192, 1, 1, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b1, ta, tb, da, db, bp});
 }
 
 void build_inception_v3(Model& m, int classes) {
   Builder b(m);
-  Inception I{b};
-  auto x = I.cbr("Conv2d_1a_3x3", "data", 32, 3, 2, 0);
-  x = I.cbr("Conv2d_2a_3x3", x, 32, 3, 1, 0);
-  x = I.cbr("Conv2d_2b_3x3", x, 64, 3, 1, 1);
+  Inception inc{b};
+  auto x = inc.cbr("Conv2d_1a_3x3", "data", 32, 3, 2, 0);
+  x = inc.cbr("Conv2d_2a_3x3", x, 32, 3, 1, 0);
+  x = inc.cbr("Conv2d_2b_3x3", x, 64, 3, 1, 1);
   x = b.pool("maxpool1", OpKind::MAX_POOL, x, 3, 2, 0);
-  x = I.cbr("Conv2d_3b_1x1", x, 80, 1, 1, 0);
-  x = I.cbr("Conv2d_4a_3x3", x, 192, 3, 1, 0);
+  x = inc.cbr("Conv2d_3b_1x1", x, 80, 1, 1, 0);
+  x = inc.cbr("Conv2d_4a_3x3", x, 192, 3, 1, 0);
   x = b.pool("maxpool2", OpKind::MAX_POOL, x, 3, 2, 0);
-  x = v3_block_a(I, "Mixed_5b", x, 32);
-  x = v3_block_a(I, "Mixed_5c", x, 64);
-  x = v3_block_a(I, "Mixed_5d", x, 64);
-  x = v3_block_b(I, "Mixed_6a", x);
-  x = v3_block_c(I, "Mixed_6b", x, 128);
-  x = v3_block_c(I, "Mixed_6c", x, 160);
-  x = v3_block_c(I, "Mixed_6d", x, 160);
-  x = v3_block_c(I, "Mixed_6e", x, 192);
-  x = v3_block_d(I, "Mixed_7a", x);
-  x = v3_block_e(I, "Mixed_7b", x);
-  x = v3_block_e(I, "Mixed_7c", x);
+  x = v3_block_a(inc, "Mixed_5b", x, 32);
+  x = v3_block_a(inc, "Mixed_5c", x, 64);
+  x = v3_block_a(inc, "Mixed_5d", x, 64);
+  x = v3_block_b(inc, "Mixed_6a", x);
+  x = v3_block_c(inc, "Mixed_6b", x, 128);
+  x = v3_block_c(inc, "Mixed_6c", x, 160);
+  x = v3_block_c(inc, "Mixed_6d", x, 160);
+  x = v3_block_c(inc, "Mixed_6e", x, 192);
+  x = v3_block_d(inc, "Mixed_7a", x);
+  x = v3_block_e(inc, "Mixed_7b", x);
+  x = v3_block_e(inc, "Mixed_7c", x);
   x = b.unary("avgpool", OpKind::GLOBAL_AVG_POOL, x);
   x = b.dropout("dropout", x, 0.5);
   x = b.unary("flatten", OpKind::FLATTEN, x);
@@ -368,99 +368,99 @@ void build_inception_v3(Model& m, int classes) {
 }
 
 // --- Inception v4 (Szegedy et al. 2016 as in Cadene pretrainedmodels / TF-slim; ImageNet 1000 classes) ---
-std::string v4_stem(Inception& I, const std::string& in) {
-  auto x = I.cbr("features.0", in, 32, 3, 2, 0);
-  x = I.cbr("features.1", x, 32, 3, 1, 0);
-  x = I.cbr("features.2", x, 64, 3, 1, 1);
+std::string v4_stem(Inception& inc, const std::string& in) {
+  auto x = inc.cbr("features.0", in, 32, 3, 2, 0);
+  x = inc.cbr("features.1", x, 32, 3, 1, 0);
+  x = inc.cbr("features.2", x, 64, 3, 1, 1);
   // Mixed_3a
-  auto mp = I.b.pool("features.3.maxpool", OpKind::MAX_POOL, x, 3, 2, 0);
-  auto cv = I.cbr("features.3.conv", x, 96, 3, 2, 0);
-  x = I.b.multi("features.3.cat", OpKind::CONCAT, {mp, cv});
+  auto mp = inc.b.pool("features.3.maxpool", OpKind::MAX_POOL, x, 3, 2, 0);
+  auto cv = inc.cbr("features.3.conv", x, 96, 3, 2, 0);
+  x = inc.b.multi("features.3.cat", OpKind::CONCAT, {mp, cv});
   // Mixed_4a
-  auto b0 = I.cbr("features.4.branch0.0", x, 64, 1, 1, 0);
-  b0 = I.cbr("features.4.branch0.1", b0, 96, 3, 1, 0);
-  auto b1 = I.cbr("features.4.branch1.0", x, 64, 1, 1, 0);
-  b1 = I.cbr_hw("features.4.branch1.1", b1, 64, 1, 7, 1, 0, 3);
-  b1 = I.cbr_hw("features.4.branch1.2", b1, 64, 7, 1, 1, 3, 0);
-  b1 = I.cbr("features.4.branch1.3", b1, 96, 3, 1, 0);
-  x = I.b.multi("features.4.cat", OpKind::CONCAT, {b0, b1});
+  auto b0 = inc.cbr("features.4.branch0.0", x, 64, 1, 1, 0);
+  b0 = inc.cbr("features.4.branch0.1", b0, 96, 3, 1, 0);
+  auto b1 = inc.cbr("features.4.branch1.0", x, 64, 1, 1, 0);
+  b1 = inc.cbr_hw("features.4.branch1.1", b1, 64, 1, 7, 1, 0, 3);
+  b1 = inc.cbr_hw("features.4.branch1.2", b1, 64, 7, 1, 1, 3, 0);
+  b1 = inc.cbr("features.4.branch1.3", b1, 96, 3, 1, 0);
+  x = inc.b.multi("features.4.cat", OpKind::CONCAT, {b0, b1});
   // Mixed_5a
-  cv = I.cbr("features.5.conv", x, 192, 3, 2, 0);
-  mp = I.b.pool("features.5.maxpool", OpKind::MAX_POOL, x, 3, 2, 0);
-  return I.b.multi("features.5.cat", OpKind::CONCAT, {cv, mp});
+  cv = inc.cbr("features.5.conv", x, 192, 3, 2, 0);
+  mp = inc.b.pool("features.5.maxpool", OpKind::MAX_POOL, x, 3, 2, 0);
+  return inc.b.multi("features.5.cat", OpKind::CONCAT, {cv, mp});
 }
 
-std::string v4_block_a(Inception& I, const std::string& p, const std::string& in) {
-  auto b0 = I.cbr(p + ".branch0", in, 96, 1, 1, 0);
-  auto b1 = I.cbr(p + ".branch1.1", I.cbr(p + ".branch1.0", in, 64, 1, 1, 0), 96, 3, 1, 1);
-  auto b2 = I.cbr(p + ".branch2.0", in, 64, 1, 1, 0);
-  b2 = I.cbr(p + ".branch2.1", b2, 96, 3, 1, 1);
-  b2 = I.cbr(p + ".branch2.2", b2, 96, 3, 1, 1);
+std::string v4_block_a(Inception& inc, const std::string& p, const std::string& in) {
+  auto b0 = inc.cbr(p + ".branch0", in, 96, 1, 1, 0);
+  auto b1 = inc.cbr(p + ".branch1.1", inc.cbr(p + ".branch1.0", in, 64, 1, 1, 0), 96, 3, 1, 1);
+  auto b2 = inc.cbr(p + ".branch2.0", in, 64, 1, 1, 0);
+  b2 = inc.cbr(p + ".branch2.1", b2, 96, 3, 1, 1);
+  b2 = inc.cbr(p + ".branch2.2", b2, 96, 3, 1, 1);
   // count_include_pad=False in the reference; costs are the same.
-  auto b3 = I.b.pool(p + ".branch3.0", OpKind::AVG_POOL, in, 3, 1, 1, false, false);
-  b3 = I.cbr(p + ".branch3.1", b3, 96, 1, 1, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2, b3});
+  auto b3 = inc.b.pool(p + ".branch3.0", OpKind::AVG_POOL, in, 3, 1, 1, false, false);
+  b3 = inc.cbr(p + ".branch3.1", b3, 96, 1, 1, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2, b3});
 }
 
-std::string v4_reduction_a(Inception& I, const std::string& p, const std::string& in) {
-  auto b0 = I.cbr(p + ".branch0", in, 384, 3, 2, 0);
-  auto b1 = I.cbr(p + ".branch1.0", in, 192, 1, 1, 0);
-  b1 = I.cbr(p + ".branch1.1", b1, 224, 3, 1, 1);
-  b1 = I.cbr(p + ".branch1.2", b1, 256, 3, 2, 0);
-  auto b2 = I.b.pool(p + ".branch2", OpKind::MAX_POOL, in, 3, 2, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2});
+std::string v4_reduction_a(Inception& inc, const std::string& p, const std::string& in) {
+  auto b0 = inc.cbr(p + ".branch0", in, 384, 3, 2, 0);
+  auto b1 = inc.cbr(p + ".branch1.0", in, 192, 1, 1, 0);
+  b1 = inc.cbr(p + ".branch1.1", b1, 224, 3, 1, 1);
+  b1 = inc.cbr(p + ".branch1.2", b1, 256, 3, 2, 0);
+  auto b2 = inc.b.pool(p + ".branch2", OpKind::MAX_POOL, in, 3, 2, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2});
 }
 
-std::string v4_block_b(Inception& I, const std::string& p, const std::string& in) {
-  auto b0 = I.cbr(p + ".branch0", in, 384, 1, 1, 0);
-  auto b1 = I.cbr(p + ".branch1.0", in, 192, 1, 1, 0);
-  b1 = I.cbr_hw(p + ".branch1.1", b1, 224, 1, 7, 1, 0, 3);
-  b1 = I.cbr_hw(p + ".branch1.2", b1, 256, 7, 1, 1, 3, 0);
-  auto b2 = I.cbr(p + ".branch2.0", in, 192, 1, 1, 0);
-  b2 = I.cbr_hw(p + ".branch2.1", b2, 192, 7, 1, 1, 3, 0);
-  b2 = I.cbr_hw(p + ".branch2.2", b2, 224, 1, 7, 1, 0, 3);
-  b2 = I.cbr_hw(p + ".branch2.3", b2, 224, 7, 1, 1, 3, 0);
-  b2 = I.cbr_hw(p + ".branch2.4", b2, 256, 1, 7, 1, 0, 3);
-  auto b3 = I.b.pool(p + ".branch3.0", OpKind::AVG_POOL, in, 3, 1, 1, false, false);
-  b3 = I.cbr(p + ".branch3.1", b3, 128, 1, 1, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2, b3});
+std::string v4_block_b(Inception& inc, const std::string& p, const std::string& in) {
+  auto b0 = inc.cbr(p + ".branch0", in, 384, 1, 1, 0);
+  auto b1 = inc.cbr(p + ".branch1.0", in, 192, 1, 1, 0);
+  b1 = inc.cbr_hw(p + ".branch1.1", b1, 224, 1, 7, 1, 0, 3);
+  b1 = inc.cbr_hw(p + ".branch1.2", b1, 256, 7, 1, 1, 3, 0);
+  auto b2 = inc.cbr(p + ".branch2.0", in, 192, 1, 1, 0);
+  b2 = inc.cbr_hw(p + ".branch2.1", b2, 192, 7, 1, 1, 3, 0);
+  b2 = inc.cbr_hw(p + ".branch2.2", b2, 224, 1, 7, 1, 0, 3);
+  b2 = inc.cbr_hw(p + ".branch2.3", b2, 224, 7, 1, 1, 3, 0);
+  b2 = inc.cbr_hw(p + ".branch2.4", b2, 256, 1, 7, 1, 0, 3);
+  auto b3 = inc.b.pool(p + ".branch3.0", OpKind::AVG_POOL, in, 3, 1, 1, false, false);
+  b3 = inc.cbr(p + ".branch3.1", b3, 128, 1, 1, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2, b3});
 }
 
-std::string v4_reduction_b(Inception& I, const std::string& p, const std::string& in) {
-  auto b0 = I.cbr(p + ".branch0.1", I.cbr(p + ".branch0.0", in, 192, 1, 1, 0), 192, 3, 2, 0);
-  auto b1 = I.cbr(p + ".branch1.0", in, 256, 1, 1, 0);
-  b1 = I.cbr_hw(p + ".branch1.1", b1, 256, 1, 7, 1, 0, 3);
-  b1 = I.cbr_hw(p + ".branch1.2", b1, 320, 7, 1, 1, 3, 0);
-  b1 = I.cbr(p + ".branch1.3", b1, 320, 3, 2, 0);
-  auto b2 = I.b.pool(p + ".branch2", OpKind::MAX_POOL, in, 3, 2, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2});
+std::string v4_reduction_b(Inception& inc, const std::string& p, const std::string& in) {
+  auto b0 = inc.cbr(p + ".branch0.1", inc.cbr(p + ".branch0.0", in, 192, 1, 1, 0), 192, 3, 2, 0);
+  auto b1 = inc.cbr(p + ".branch1.0", in, 256, 1, 1, 0);
+  b1 = inc.cbr_hw(p + ".branch1.1", b1, 256, 1, 7, 1, 0, 3);
+  b1 = inc.cbr_hw(p + ".branch1.2", b1, 320, 7, 1, 1, 3, 0);
+  b1 = inc.cbr(p + ".branch1.3", b1, 320, 3, 2, 0);
+  auto b2 = inc.b.pool(p + ".branch2", OpKind::MAX_POOL, in, 3, 2, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1, b2});
 }
 
-std::string v4_block_c(Inception& I, const std::string& p, const std::string& in) {
-  auto b0 = I.cbr(p + ".branch0", in, 256, 1, 1, 0);
-  auto b1 = I.cbr(p + ".branch1_0", in, 384, 1, 1, 0);
-  auto b1a = I.cbr_hw(p + ".branch1_1a", b1, 256, 1, 3, 1, 0, 1);
-  auto b1b = I.cbr_hw(p + ".branch1_1b", b1, 256, 3, 1, 1, 1, 0);
-  auto b2 = I.cbr(p + ".branch2_0", in, 384, 1, 1, 0);
-  b2 = I.cbr_hw(p + ".branch2_1", b2, 448, 3, 1, 1, 1, 0);
-  b2 = I.cbr_hw(p + ".branch2_2", b2, 512, 1, 3, 1, 0, 1);
-  auto b2a = I.cbr_hw(p + ".branch2_3a", b2, 256, 1, 3, 1, 0, 1);
-  auto b2b = I.cbr_hw(p + ".branch2_3b", b2, 256, 3, 1, 1, 1, 0);
-  auto b3 = I.b.pool(p + ".branch3.0", OpKind::AVG_POOL, in, 3, 1, 1, false, false);
-  b3 = I.cbr(p + ".branch3.1", b3, 256, 1, 1, 0);
-  return I.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1a, b1b, b2a, b2b, b3});
+std::string v4_block_c(Inception& inc, const std::string& p, const std::string& in) {
+  auto b0 = inc.cbr(p + ".branch0", in, 256, 1, 1, 0);
+  auto b1 = inc.cbr(p + ".branch1_0", in, 384, 1, 1, 0);
+  auto b1a = inc.cbr_hw(p + ".branch1_1a", b1, 256, 1, 3, 1, 0, 1);
+  auto b1b = inc.cbr_hw(p + ".branch1_1b", b1, 256, 3, 1, 1, 1, 0);
+  auto b2 = inc.cbr(p + ".branch2_0", in, 384, 1, 1, 0);
+  b2 = inc.cbr_hw(p + ".branch2_1", b2, 448, 3, 1, 1, 1, 0);
+  b2 = inc.cbr_hw(p + ".branch2_2", b2, 512, 1, 3, 1, 0, 1);
+  auto b2a = inc.cbr_hw(p + ".branch2_3a", b2, 256, 1, 3, 1, 0, 1);
+  auto b2b = inc.cbr_hw(p + ".branch2_3b", b2, 256, 3, 1, 1, 1, 0);
+  auto b3 = inc.b.pool(p + ".branch3.0", OpKind::AVG_POOL, in, 3, 1, 1, false, false);
+  b3 = inc.cbr(p + ".branch3.1", b3, 256, 1, 1, 0);
+  return inc.b.multi(p + ".cat", OpKind::CONCAT, {b0, b1a, b1b, b2a, b2b, b3});
 }
 
 void build_inception_v4(Model& m, int classes) {
   Builder b(m);
-  Inception I{b};
-  auto x = v4_stem(I, "data");
+  Inception inc{b};
+  auto x = v4_stem(inc, "data");
   int index = 6;
-  for (int i = 0; i < 4; ++i) x = v4_block_a(I, fmt::format("features.{}", index++), x);
-  x = v4_reduction_a(I, fmt::format("features.{}", index++), x);
-  for (int i = 0; i < 7; ++i) x = v4_block_b(I, fmt::format("features.{}", index++), x);
-  x = v4_reduction_b(I, fmt::format("features.{}", index++), x);
-  for (int i = 0; i < 3; ++i) x = v4_block_c(I, fmt::format("features.{}", index++), x);
+  for (int i = 0; i < 4; ++i) x = v4_block_a(inc, fmt::format("features.{}", index++), x);
+  x = v4_reduction_a(inc, fmt::format("features.{}", index++), x);
+  for (int i = 0; i < 7; ++i) x = v4_block_b(inc, fmt::format("features.{}", index++), x);
+  x = v4_reduction_b(inc, fmt::format("features.{}", index++), x);
+  for (int i = 0; i < 3; ++i) x = v4_block_c(inc, fmt::format("features.{}", index++), x);
   x = b.unary("avgpool", OpKind::GLOBAL_AVG_POOL, x);
   x = b.unary("flatten", OpKind::FLATTEN, x);
   x = b.fc("last_linear", x, classes);
