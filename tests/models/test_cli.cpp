@@ -68,3 +68,14 @@ TEST_CASE("models::Cli: models lists the zoo and csv output has a header", "[mod
   CHECK(show.out.rfind("name,op,output_shape,params,", 0) == 0);
   CHECK(show.out.find("TOTAL,,,61706,") != std::string::npos);
 }
+
+TEST_CASE("models::Cli: model export writes a file that model show reads back with the same totals", "[models][cli]") {
+  const std::string path = "dtsim_test_export_densenet121.yaml";
+  REQUIRE(run("model export densenet121 --input 64 --classes 10 > " + path, false).exit_code == 0);
+  const Run from_file = run("model show " + path + " --format csv --batch 4", false);
+  const Run from_zoo = run("model show densenet121 --input 64 --classes 10 --format csv --batch 4", false);
+  std::remove(path.c_str());
+  REQUIRE(from_file.exit_code == 0);
+  CHECK(from_file.out == from_zoo.out);
+  CHECK(from_zoo.out.find("classifier,fully_connected,4x10x1x1,10250,") != std::string::npos);
+}
