@@ -54,9 +54,11 @@ struct CommFit {
   std::vector<std::pair<double, double>> allreduce_points;  // (bytes, seconds)
   std::vector<std::pair<double, double>> pingpong_points;
 };
-// Fits a --bench-comm report (text). Latency from the smallest message, bandwidth from a least-squares
-// slope over messages >= 256 KiB. Throws Failure when the report is malformed.
-CommFit fit_comm(const std::string& bench_json);
+// Fits a --bench-comm report (text). Latency from the smallest message; bandwidth from a least-squares
+// slope over messages of [around_bytes / 8, around_bytes x 8] (shared-memory MPI changes regime with the
+// caches, so the fit is taken where the run's messages are), or over every message >= 256 KiB when
+// around_bytes is 0. Throws Failure when the report is malformed or has too few points in the range.
+CommFit fit_comm(const std::string& bench_json, double around_bytes = 0);
 
 struct ValidationRow {
   int ranks = 0;

@@ -66,3 +66,18 @@ TEST_CASE("validate::fit_comm: recovers latency and bandwidth of exact curves", 
   for (auto& e : flat["allreduce"]) e["time_s"] = 1e-3;
   CHECK_THROWS_AS(dtsim::validate::fit_comm(flat.dump(1)), dtsim::Failure);
 }
+
+TEST_CASE("validate::fit_comm: around a message size, the local regime is fitted", "[validate]") {
+  // In cache (< 1 MiB) 10 GB/s, beyond it 2 GB/s: a fit around 256 KiB must see the in-cache figure.
+  json bench{{"ranks", 2}, {"pingpong", json::array()}, {"allreduce", json::array()}};
+  for (double bytes = 4; bytes <= 16.0 * 1024 * 1024; bytes *= 2) {
+    const double bw = bytes < 1024.0 * 1024 * 1.5 ? 10e9 : 2e9;
+    bench["pingpong"].push_back({{"bytes", bytes}, {"time_s", 1e-6 + bytes / bw}});
+    bench["allreduce"].push_back({{"bytes", bytes}, {"time_s", 2e-6 + bytes / bw}});
+  }
+  const auto local = dtsim::validate::fit_comm(bench.dump(1), 128.0 * 1024);
+  CHECK(local.allreduce_bandwidth_Bps == Approx(10e9).epsilon(1e-6));
+  const auto global = dtsim::validate::fit_comm(bench.dump(1));
+  CHECK(global.allreduce_bandwidth_Bps < 5e9);
+  CHECK_THROWS_AS(dtsim::validate::fit_comm(bench.dump(1), 1e12), dtsim::Failure);
+}

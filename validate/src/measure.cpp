@@ -20,6 +20,8 @@ constexpr double WINDOW_MIN_S = 0.2;
 constexpr double MAX_OTHER_BUSY_FRACTION = 0.15;
 // Messages from this size on are bandwidth-dominated; the slope over them gives the bandwidth.
 constexpr double BANDWIDTH_FIT_MIN_BYTES = 256.0 * 1024;
+// Around a given message size, the fit uses sizes within this factor either way.
+constexpr double FIT_WINDOW_FACTOR = 8;
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -117,7 +119,7 @@ MeasuredRun summarize_report(const std::string& report_json) {
   return run;
 }
 
-CommFit fit_comm(const std::string& bench_json) {
+CommFit fit_comm(const std::string& bench_json, double around_bytes) {
   const json r = parse(bench_json, "dtsim-train --bench-comm report");
   CommFit fit;
   try {
@@ -126,10 +128,15 @@ CommFit fit_comm(const std::string& bench_json) {
     for (const auto& e : r.at("allreduce")) fit.allreduce_points.emplace_back(e.at("bytes").get<double>(), e.at("time_s").get<double>());
     if (fit.pingpong_points.size() < 3 || fit.allreduce_points.size() < 3 || p < 2)
       throw Failure("dtsim-train --bench-comm report: too few points");
-    auto large = [](const std::vector<std::pair<double, double>>& pts) {
+    const double lo = around_bytes > 0 ? around_bytes / FIT_WINDOW_FACTOR : BANDWIDTH_FIT_MIN_BYTES;
+    const double hi = around_bytes > 0 ? around_bytes * FIT_WINDOW_FACTOR : 1e300;
+    auto large = [&](const std::vector<std::pair<double, double>>& pts) {
       std::vector<std::pair<double, double>> out;
       for (const auto& pt : pts)
-        if (pt.first >= BANDWIDTH_FIT_MIN_BYTES) out.push_back(pt);
+        if (pt.first >= lo && pt.first <= hi) out.push_back(pt);
+      if (out.size() < 2)
+        throw Failure(fmt::format("dtsim-train --bench-comm: fewer than 2 message sizes in [{:.0f}, {:.0f}] bytes", lo,
+                                  std::min(hi, 1e18)));
       return out;
     };
     const double pp_slope = slope(large(fit.pingpong_points));

@@ -122,7 +122,9 @@ ValidationReport run_validation(const ValidateOptions& options) {
   if (options.predict && max_ranks >= 2) {
     const std::string out = dir + "/bench-comm.json";
     launch_trainer(2, 1, {"--bench-comm", "--out", out}, options.timeout_s);
-    report.comm = fit_comm(read_text(out));
+    // Fit where this run's messages are: one bucket of the gradient (all of it below the fusion size).
+    const double grad_bytes = static_cast<double>(model.totals().params) * sizeof(float);
+    report.comm = fit_comm(read_text(out), std::min(grad_bytes, options.fusion_bytes));
     report.comm_measured = true;
   }
   for (int r : options.ranks) {

@@ -69,10 +69,10 @@ json bench_comm(const Args& a, int rank, int size) {
   if (size < 2) throw dtsim::InputError("--bench-comm needs at least 2 ranks");
   if (a.bench_repeats < 1) throw dtsim::InputError("--bench-repeats must be >= 1");
   json out{{"ranks", size}, {"pingpong", json::array()}, {"allreduce", json::array()}};
-  std::vector<float> buf(1 << 24), buf2(1 << 24);
-  for (std::int64_t bytes = 4; bytes <= (std::int64_t{1} << 26); bytes *= 4) {
+  std::vector<float> buf(1 << 22), buf2(1 << 22);  // 16 MiB, the largest message
+  for (std::int64_t bytes = 4; bytes <= (std::int64_t{1} << 24); bytes *= 2) {
     const int n = static_cast<int>(bytes / 4);
-    const int reps = bytes > (1 << 22) ? std::max(3, a.bench_repeats / 4) : a.bench_repeats;
+    const int reps = bytes > (1 << 21) ? std::max(3, a.bench_repeats / 4) : a.bench_repeats;
     std::vector<double> pp, ar;
     for (int r = -2; r < reps; ++r) {  // two warm-up exchanges
       MPI_Barrier(MPI_COMM_WORLD);
