@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Wall time of single predictions (targets: 128-worker ResNet-50 <= 2 s, 1,024 workers <= 5 s).
+# Prints the CLI wall time and the simulation's own wall_s per point. Run on a quiet machine.
+#   benchmarks/predict_speed.sh [path/to/dtsim] [platform] [strategy]
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+dtsim="${1:-$here/build/apps/dtsim}"
+platform="${2:-piz-daint}"
+strategy="${3:-allreduce-ring}"
+for w in 128 1024; do
+  start=$(date +%s.%N)
+  json="$("$dtsim" predict --model resnet50 --platform "$platform" --batch 64 --strategy "$strategy" \
+    --workers "$w" --format json)"
+  end=$(date +%s.%N)
+  python3 - "$json" "$start" "$end" "$w" <<'PY'
+import json, sys
+p = json.loads(sys.argv[1])["points"][0]
+wall = float(sys.argv[3]) - float(sys.argv[2])
+target = 2.0 if int(sys.argv[4]) <= 128 else 5.0
+print(f"resnet50 {p['workers']:>5} workers: CLI wall {wall:5.2f} s (target <= {target:.0f} s, "
+      f"{'ok' if wall <= target else 'SLOW'}), simulation {p['wall_s']:.2f} s, {p['buckets']} buckets, "
+      f"{p['throughput']:.0f} img/s, efficiency {p['efficiency']:.3f}")
+PY
+done
