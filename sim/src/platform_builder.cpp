@@ -12,6 +12,8 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <string>
+#include <unordered_map>
+#include <algorithm>
 
 #include "common/errors.hpp"
 #include "sim/src/world.hpp"
@@ -72,6 +74,33 @@ struct NodeBuilder {
   s4u::Link* pfs_link = nullptr;  // shared by all nodes (PARALLEL_FS)
   BuiltPlatform* out;
 
+  // Full-duplex links are pairs of plain links (the UP one stands for the pair in LinkInRoute):
+  // SimGrid's own split-duplex links are looked up by name through every zone on each add_route,
+  // which made building quadratic in the node count.
+  std::unordered_map<const s4u::Link*, s4u::Link*> down_of;
+
+  s4u::Link* duplex(s4u::NetZone* zone, const std::string& name, double bw_Bps, double latency_s) {
+    s4u::Link* up = zone->create_link(name + "_UP", bw_Bps)->set_latency(latency_s);
+    down_of[up] = zone->create_link(name + "_DOWN", bw_Bps)->set_latency(latency_s);
+    return up;
+  }
+  std::vector<LinkInRoute> resolve(const std::vector<LinkInRoute>& route, bool reverse) {
+    std::vector<LinkInRoute> out;
+    for (const auto& l : route) {
+      Dir d = l.get_direction();
+      if (reverse && d != Dir::NONE) d = d == Dir::UP ? Dir::DOWN : Dir::UP;
+      auto it = down_of.find(l.get_link());
+      out.emplace_back(d == Dir::DOWN && it != down_of.end() ? it->second : l.get_link());
+    }
+    if (reverse) std::reverse(out.begin(), out.end());
+    return out;
+  }
+  // Route a -> b as given and b -> a reversed, each direction on its own half of duplex links.
+  void add_both(s4u::NetZone* zone, NetPoint* a, NetPoint* b, const std::vector<LinkInRoute>& route) {
+    zone->add_route(a, b, nullptr, nullptr, resolve(route, false), false);
+    zone->add_route(b, a, nullptr, nullptr, resolve(route, true), false);
+  }
+
   std::pair<NetPoint*, NetPoint*> build(s4u::NetZone* parent, int node, bool dedicated) {
     const std::string tag = fmt::format("node{}", node);
     auto* zone = s4u::create_full_zone(tag);
@@ -82,9 +111,9 @@ struct NodeBuilder {
     s4u::Host* node_host = zone->create_host(tag + "-cpu", NOMINAL_HOST_SPEED_FLOPS);
     NetPoint* gw = zone->create_router(tag + "-gw");
     // NIC: all NIC ports of the node together; half the per-message overhead at each end.
-    s4u::Link* nic = zone->create_split_duplex_link(tag + "-nic", p.network.link_bandwidth_Bps * std::max(1, p.node.nics))
-                         ->set_latency(p.network.per_message_overhead_s / 2);
-    zone->add_route(node_host->get_netpoint(), gw, nullptr, nullptr, {LinkInRoute(nic, Dir::UP)}, true);
+    s4u::Link* nic = duplex(zone, tag + "-nic", p.network.link_bandwidth_Bps * std::max(1, p.node.nics),
+                            p.network.per_message_overhead_s / 2);
+    add_both(zone, node_host->get_netpoint(), gw, {LinkInRoute(nic, Dir::UP)});
 
     // Devices and their path to the CPU side.
     std::vector<s4u::Host*> devs;
@@ -96,20 +125,18 @@ struct NodeBuilder {
     std::vector<s4u::Link*> switches;
     for (int g = 0; g < gpus; ++g) {
       devs.push_back(zone->create_host(fmt::format("{}-w{}", tag, g), NOMINAL_HOST_SPEED_FLOPS));
-      own[g] = zone->create_split_duplex_link(fmt::format("{}-w{}-link", tag, g), dev_link_Bps)
-                   ->set_latency(intra.latency_s / 2);
+      own[g] = duplex(zone, fmt::format("{}-w{}-link", tag, g), dev_link_Bps, intra.latency_s / 2);
       to_cpu[g].emplace_back(own[g], Dir::UP);
       if ((pcie || nvlink) && intra.devices_per_switch > 0 && intra.uplink_bandwidth_Bps > 0) {
         const int s = g / intra.devices_per_switch;
         if (s >= static_cast<int>(switches.size()))
-          switches.push_back(zone->create_split_duplex_link(fmt::format("{}-sw{}-up", tag, s), intra.uplink_bandwidth_Bps)
-                                 ->set_latency(0));
+          switches.push_back(duplex(zone, fmt::format("{}-sw{}-up", tag, s), intra.uplink_bandwidth_Bps, 0));
         to_cpu[g].emplace_back(switches[s], Dir::UP);
       }
-      zone->add_route(devs[g]->get_netpoint(), node_host->get_netpoint(), nullptr, nullptr, to_cpu[g], true);
+      add_both(zone, devs[g]->get_netpoint(), node_host->get_netpoint(), to_cpu[g]);
       auto via_nic = to_cpu[g];
       via_nic.emplace_back(nic, Dir::UP);
-      zone->add_route(devs[g]->get_netpoint(), gw, nullptr, nullptr, via_nic, true);
+      add_both(zone, devs[g]->get_netpoint(), gw, via_nic);
     }
     auto reversed_down = [](std::vector<LinkInRoute> up) {
       std::vector<LinkInRoute> down;
@@ -124,9 +151,8 @@ struct NodeBuilder {
       for (int a = 0; a < gpus; ++a)
         for (int b = a + 1; b < gpus; ++b)
           if (hcm_neighbours(a, b))
-            nvl[a][b] = zone->create_split_duplex_link(fmt::format("{}-nvl{}-{}", tag, a, b),
-                                                       intra.link_bandwidth_Bps * std::max(1, intra.links_per_pair))
-                            ->set_latency(intra.latency_s);
+            nvl[a][b] = duplex(zone, fmt::format("{}-nvl{}-{}", tag, a, b),
+                               intra.link_bandwidth_Bps * std::max(1, intra.links_per_pair), intra.latency_s);
     }
     auto nvl_hop = [&](int a, int b) {  // UP is the low-to-high index direction
       return a < b ? LinkInRoute(nvl[a][b], Dir::UP) : LinkInRoute(nvl[b][a], Dir::DOWN);
@@ -154,7 +180,7 @@ struct NodeBuilder {
           route = to_cpu[a];
           for (auto& l : reversed_down(to_cpu[b])) route.push_back(l);
         }
-        zone->add_route(devs[a]->get_netpoint(), devs[b]->get_netpoint(), nullptr, nullptr, route, true);
+        add_both(zone, devs[a]->get_netpoint(), devs[b]->get_netpoint(), route);
       }
 
     // Storage end.
@@ -166,11 +192,11 @@ struct NodeBuilder {
       s4u::Link* l = pfs_link;
       if (p.storage.kind == platforms::StorageKind::LOCAL_SSD)
         l = zone->create_link(tag + "-ssd", p.storage.read_bandwidth_Bps)->set_latency(p.storage.latency_s);
-      zone->add_route(storage->get_netpoint(), node_host->get_netpoint(), nullptr, nullptr, {LinkInRoute(l)}, true);
+      add_both(zone, storage->get_netpoint(), node_host->get_netpoint(), {LinkInRoute(l)});
       for (int g = 0; g < gpus; ++g) {
         std::vector<LinkInRoute> route{LinkInRoute(l)};
         for (auto& x : reversed_down(to_cpu[g])) route.push_back(x);
-        zone->add_route(storage->get_netpoint(), devs[g]->get_netpoint(), nullptr, nullptr, route, true);
+        add_both(zone, storage->get_netpoint(), devs[g]->get_netpoint(), route);
       }
     }
     zone->seal();
