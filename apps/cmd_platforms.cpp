@@ -1,6 +1,7 @@
 // `dtsim platforms` lists the shipped clusters (or, with --devices, the device catalog);
 // `dtsim platform check FILE|NAME` validates one platform file and prints its summary.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
 #include <memory>

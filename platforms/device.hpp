@@ -63,7 +63,8 @@ class DeviceCatalog {
   // Same, with the facts used to resolve a `resolve: host` entry (tests inject them).
   static DeviceCatalog load(const std::string& path, const HostFacts& host);
 
-  const Device& by_name(std::string_view name) const;  // InputError listing the known names
+  // InputError listing the known names; Failure for `host` when /proc could not describe this machine.
+  const Device& by_name(std::string_view name) const;
   const Device* by_name_or_null(std::string_view name) const;
   std::vector<std::string> names() const;
   const std::vector<Device>& devices() const { return devices_; }
@@ -71,6 +72,7 @@ class DeviceCatalog {
  private:
   static DeviceCatalog load_impl(const std::string& path, const HostFacts* host_or_null);
   std::vector<Device> devices_;
+  std::string host_error_;  // why `host` is missing, when /proc could not describe this machine
 };
 
 // "gpu" / "cpu".

@@ -2,12 +2,12 @@
 #include "platforms/device.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -44,6 +44,15 @@ std::string proc_field(const std::string& text, const std::string& key) {
     return first == std::string::npos ? std::string{} : v.substr(first);
   }
   return {};
+}
+
+// A number from /proc text, or 0 when it is missing or not a number.
+double proc_number(const std::string& text) {
+  try {
+    return text.empty() ? 0.0 : std::stod(text);
+  } catch (const std::exception&) {
+    return 0.0;
+  }
 }
 
 bool has_flag(const std::string& flags, const std::string& flag) {
@@ -188,19 +197,17 @@ HostFacts parse_host_facts(const std::string& cpuinfo_text, const std::string& m
   h.cores_available = cores_available;
   static const std::regex ghz(R"(@\s*([0-9]+(?:\.[0-9]+)?)\s*GHz)");
   std::smatch m;
-  if (std::regex_search(h.cpu_model, m, ghz)) h.clock_hz = std::stod(m[1].str()) * 1e9;
-  else if (const std::string mhz = proc_field(cpuinfo_text, "cpu MHz"); !mhz.empty()) h.clock_hz = std::stod(mhz) * 1e6;
-  const std::string siblings = proc_field(cpuinfo_text, "siblings");
-  const std::string cpu_cores = proc_field(cpuinfo_text, "cpu cores");
-  if (!siblings.empty() && !cpu_cores.empty() && std::stoi(cpu_cores) > 0)
-    h.threads_per_core = std::max(1, std::stoi(siblings) / std::stoi(cpu_cores));
+  if (std::regex_search(h.cpu_model, m, ghz)) h.clock_hz = proc_number(m[1].str()) * 1e9;
+  else h.clock_hz = proc_number(proc_field(cpuinfo_text, "cpu MHz")) * 1e6;
+  const double siblings = proc_number(proc_field(cpuinfo_text, "siblings"));
+  const double cpu_cores = proc_number(proc_field(cpuinfo_text, "cpu cores"));
+  if (siblings >= 1 && cpu_cores >= 1) h.threads_per_core = std::max(1, static_cast<int>(siblings / cpu_cores));
   const std::string flags = proc_field(cpuinfo_text, "flags");
   if (has_flag(flags, "avx512f")) h.simd_width_fp32 = 16;
   else if (has_flag(flags, "avx2") || has_flag(flags, "avx")) h.simd_width_fp32 = 8;
   else if (has_flag(flags, "sse2")) h.simd_width_fp32 = 4;
   h.has_fma = has_flag(flags, "fma");
-  if (const std::string total = proc_field(meminfo_text, "MemTotal"); !total.empty())
-    h.mem_capacity_B = std::stod(total) * 1024.0;  // /proc/meminfo reports kB = KiB
+  h.mem_capacity_B = proc_number(proc_field(meminfo_text, "MemTotal")) * 1024.0;  // /proc/meminfo "kB" are KiB
   return h;
 }
 
@@ -217,25 +224,46 @@ DeviceCatalog DeviceCatalog::load_impl(const std::string& path, const HostFacts*
   const yaml::Origin origin{path};
   yaml::check_keys(root, {"devices"}, origin, "device catalog");
   const YAML::Node list = root["devices"];
-  if (!list || !list.IsSequence()) yaml::fail(root, origin, "device catalog", "field 'devices' must be a list");
+  if (!list || !list.IsSequence() || list.size() == 0)
+    yaml::fail(root, origin, "device catalog", "field 'devices' must be a non-empty list");
   // The host entry is resolved lazily: read /proc only when the file has one.
   bool wants_host = false;
   for (const auto& e : list)
     if (e.IsMap() && e["resolve"]) wants_host = true;
+  // A machine whose /proc cannot describe it loses only the `host` entry (by_name explains why),
+  // so the other devices and every cluster platform stay usable.
   HostFacts host;
-  if (host_or_null != nullptr) host = *host_or_null;
-  else if (wants_host) host = read_host_facts();
+  std::string host_error;
+  if (host_or_null != nullptr) {
+    host = *host_or_null;
+  } else if (wants_host) {
+    try {
+      host = read_host_facts();
+    } catch (const Failure& e) {
+      host_error = e.what();
+    }
+  }
   std::vector<Device> devices;
   for (const auto& entry : list) {
-    Device d = parse_device(entry, origin, &host);
+    const bool is_host_entry = entry.IsMap() && entry["resolve"];
+    if (is_host_entry && !host_error.empty()) continue;
+    Device d;
+    try {
+      d = parse_device(entry, origin, &host);
+    } catch (const Failure& e) {
+      if (!is_host_entry) throw;
+      host_error = e.what();
+      continue;
+    }
     for (const auto& other : devices)
       if (other.name == d.name)
         yaml::fail(entry["name"], origin, "device '" + d.name + "'", "duplicate device name");
     devices.push_back(std::move(d));
   }
-  if (devices.empty()) yaml::fail(list, origin, "device catalog", "field 'devices' must not be empty");
+
   DeviceCatalog catalog;
   catalog.devices_ = std::move(devices);
+  catalog.host_error_ = std::move(host_error);
   return catalog;
 }
 
@@ -255,6 +283,7 @@ const Device* DeviceCatalog::by_name_or_null(std::string_view name) const {
 
 const Device& DeviceCatalog::by_name(std::string_view name) const {
   if (const Device* d = by_name_or_null(name)) return *d;
+  if (name == "host" && !host_error_.empty()) throw Failure("device 'host' could not be resolved: " + host_error_);
   std::string known;
   for (const auto& d : devices_) known += (known.empty() ? "" : ", ") + d.name;
   throw InputError(fmt::format("unknown device '{}' (known: {})", name, known));

@@ -3,6 +3,7 @@
 #include "platforms/platform.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>

@@ -104,6 +104,12 @@ TEST_CASE("platforms::DeviceCatalog: host facts come from /proc text", "[platfor
   CHECK(h2.clock_hz == Approx(2.3e9));
   CHECK(h2.simd_width_fp32 == 8);
   CHECK_THROWS_AS(dtsim::platforms::parse_host_facts("flags: avx\n", "", 1), dtsim::Failure);
+  // Garbage numbers in /proc text read as unknown (0), never as an exception from std::stod.
+  const auto h3 = dtsim::platforms::parse_host_facts("model name: X\ncpu MHz: fast\nsiblings: many\ncpu cores: 0\n",
+                                                     "MemTotal: lots\n", 1);
+  CHECK(h3.clock_hz == 0);
+  CHECK(h3.threads_per_core == 1);
+  CHECK(h3.mem_capacity_B == 0);
 
   const std::string file = write_temp("host.yaml",
                                       "devices:\n  - name: host\n    kind: cpu\n    description: this\n    resolve: host\n"
@@ -113,6 +119,12 @@ TEST_CASE("platforms::DeviceCatalog: host facts come from /proc text", "[platfor
   CHECK(d.cores == 3);
   CHECK(d.peak_flops == Approx(3 * 2.4e9 * 16 * 2 * 2));
   CHECK(d.isa == "avx512");
+  // Facts that cannot describe the machine drop only `host`, with the reason, not the whole catalog.
+  dtsim::platforms::HostFacts unknown;
+  unknown.cpu_model = "mystery";
+  const auto partial = DeviceCatalog::load(file, unknown);
+  CHECK(partial.by_name_or_null("host") == nullptr);
+  CHECK_THROWS_AS(partial.by_name("host"), dtsim::Failure);
   std::filesystem::remove(file);
 }
 
