@@ -1,0 +1,119 @@
+// Tests of the calibration database (calibrate/database.hpp): round trip, strict loading, atomic save.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "calibrate/database.hpp"
+#include "common/errors.hpp"
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("dtsim_calib_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+dtsim::calibrate::HostInfo test_host(int threads) {
+  dtsim::calibrate::HostInfo h;
+  h.device_model = "Test CPU";
+  h.isa = "avx512_core";
+  h.library_version = "oneDNN 2.6.3";
+  h.threads = threads;
+  h.core_peak_flops = 1e11;
+  h.mem_bandwidth_Bps = 1e10;
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate::CalibrationDb: save then load reproduces every field", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  const std::string path = temp_path("roundtrip.json");
+  CalibrationDb db;
+  PassEntry e;
+  e.time_s = 1.25e-3;
+  e.spread = 0.02;
+  e.blocks_kept = 3;
+  e.blocks_rejected = 1;
+  e.flops = 2e9;
+  e.bytes = 3e6;
+  e.impl = "jit:avx512_core";
+  e.op = "conv2d";
+  db.put(test_host(2), "conv2d src=1x1x1x1", "fwd", e);
+  PassEntry d;
+  d.status = EntryStatus::DISTURBED;
+  d.op = "relu";
+  db.put(test_host(2), "relu src=1x1x1x1", "fwd", d);
+  db.put(test_host(1), "conv2d src=1x1x1x1", "bwd_data", e);
+  db.save(path);
+
+  const CalibrationDb back = CalibrationDb::load(path);
+  REQUIRE(back.size() == 3);
+  REQUIRE(back.hosts().size() == 2);
+  const PassEntry* got = back.find(test_host(2).key(), "conv2d src=1x1x1x1", "fwd");
+  REQUIRE(got);
+  CHECK(got->time_s == e.time_s);
+  CHECK(got->spread == e.spread);
+  CHECK(got->blocks_kept == 3);
+  CHECK(got->blocks_rejected == 1);
+  CHECK(got->flops == e.flops);
+  CHECK(got->bytes == e.bytes);
+  CHECK(got->impl == e.impl);
+  CHECK(got->op == "conv2d");
+  const PassEntry* dist = back.find(test_host(2).key(), "relu src=1x1x1x1", "fwd");
+  REQUIRE(dist);
+  CHECK(dist->status == EntryStatus::DISTURBED);
+  CHECK(back.find(test_host(2).key(), "conv2d src=1x1x1x1", "bwd_data") == nullptr);
+  const HostInfo* h = back.host_or_null(test_host(1).key());
+  REQUIRE(h);
+  CHECK(h->core_peak_flops == 1e11);
+  CHECK(h->mem_bandwidth_Bps == 1e10);
+  // No temporary file is left behind by the atomic save.
+  for (const auto& f : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    CHECK(f.path().string().find(path + ".tmp") == std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("calibrate::CalibrationDb: a missing file is an empty database", "[calibrate]") {
+  const auto db = dtsim::calibrate::CalibrationDb::load(temp_path("does_not_exist.json"));
+  CHECK(db.size() == 0);
+  CHECK(db.hosts().empty());
+}
+
+TEST_CASE("calibrate::CalibrationDb: a corrupt file is an InputError naming the file", "[calibrate]") {
+  const std::string path = temp_path("corrupt.json");
+  const std::vector<std::string> bad = {
+      "{not json",
+      R"({"format": "something-else", "version": 1, "hosts": []})",
+      R"({"format": "dtsim-calibration", "version": 1, "hosts": [{"backend": "onednn"}]})",
+      R"({"format": "dtsim-calibration", "version": 1, "hosts": [{"backend": "onednn", "device_model": "x",
+          "isa": "y", "library_version": "z", "threads": 2, "core_peak_flops": 1, "mem_bandwidth_Bps": 1,
+          "entries": {"s": {"fwd": {"status": "measured", "time_s": -1, "spread": 0, "blocks_kept": 1,
+          "blocks_rejected": 0, "flops": 1, "bytes": 1, "impl": "", "op": "relu"}}}}]})",
+  };
+  for (const auto& text : bad) {
+    {
+      std::ofstream out(path);
+      out << text;
+    }
+    try {
+      dtsim::calibrate::CalibrationDb::load(path);
+      FAIL("expected an InputError for: " << text);
+    } catch (const dtsim::InputError& e) {
+      CHECK(std::string(e.what()).find(path) != std::string::npos);
+    }
+    CHECK(read_all(path) == text);  // untouched
+  }
+  std::remove(path.c_str());
+}
