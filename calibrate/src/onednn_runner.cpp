@@ -237,12 +237,12 @@ OpRunner::OpRunner(const dnnl::engine& engine, const models::Layer& layer, std::
         dnnl::batch_normalization_forward::primitive_desc fwd(
             dnnl::batch_normalization_forward::desc(prop_kind::forward_training, data, eps, flags), engine_);
         const memory::desc cvec({s.c}, dt::f32, tag::a);
-        memory src = make(data), scale = make(cvec), mean = make(fwd.mean_desc()), var = make(fwd.variance_desc());
+        memory src = make(data), scale = make(cvec), shift = make(cvec), mean = make(fwd.mean_desc()), var = make(fwd.variance_desc());
         add(Pass::FWD, dnnl::batch_normalization_forward(fwd),
             {{DNNL_ARG_SRC, src},
              {DNNL_ARG_DST, make(data)},
              {DNNL_ARG_SCALE, scale},
-             {DNNL_ARG_SHIFT, make(cvec)},
+             {DNNL_ARG_SHIFT, shift},
              {DNNL_ARG_MEAN, mean},
              {DNNL_ARG_VARIANCE, var}},
             fwd.impl_info_str());
@@ -254,6 +254,7 @@ OpRunner::OpRunner(const dnnl::engine& engine, const models::Layer& layer, std::
              {DNNL_ARG_VARIANCE, var},
              {DNNL_ARG_DIFF_DST, make(data)},
              {DNNL_ARG_SCALE, scale},
+             {DNNL_ARG_SHIFT, shift},
              {DNNL_ARG_DIFF_SRC, make(data)},
              {DNNL_ARG_DIFF_SCALE, make(cvec)},
              {DNNL_ARG_DIFF_SHIFT, make(cvec)}},
