@@ -18,6 +18,9 @@ struct CleanTimerOptions {
   double min_own_cpu_ratio = 0.9;   // own CPU time / (wall x threads) at least this
   double max_other_busy_fraction = 0.15;  // other processes' CPU time / (wall x online CPUs) below this
   bool check_disturbance = true;    // false: every block counts as clean (tests, non-CPU work)
+  // Time each repeat by this process's CPU time instead of wall time. Only meaningful for
+  // single-threaded work; a diagnostic for busy machines (waiting for the CPU is not counted).
+  bool cpu_time = false;
 };
 
 struct BlockSample {

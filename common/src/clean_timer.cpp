@@ -41,6 +41,7 @@ void check_options(const CleanTimerOptions& o) {
     throw InputError(fmt::format("clean timer: option '{}' must be {}", field, expected));
   };
   if (o.threads < 1 || o.threads > 4096) bad("threads", "in 1..4096");
+  if (o.cpu_time && o.threads != 1) bad("cpu_time", "used with threads = 1 only");
   if (o.warmup < 0 || o.warmup > 1000) bad("warmup", "in 0..1000");
   if (o.blocks < 1 || o.blocks > 1000) bad("blocks", "in 1..1000");
   if (o.max_blocks < o.blocks || o.max_blocks > 10000) bad("max_blocks", "in blocks..10000");
@@ -109,8 +110,9 @@ TimingResult time_clean(const std::function<void()>& work, const CleanTimerOptio
     const auto block_start = Clock::now();
     for (int r = 0; r < repeats; ++r) {
       const auto start = Clock::now();
+      const double cpu_start = options.cpu_time ? process_cpu_s() : 0.0;
       work();
-      times[static_cast<std::size_t>(r)] = seconds_since(start);
+      times[static_cast<std::size_t>(r)] = options.cpu_time ? process_cpu_s() - cpu_start : seconds_since(start);
     }
     block.wall_s = seconds_since(block_start);
     const double own_s = process_cpu_s() - cpu0;
