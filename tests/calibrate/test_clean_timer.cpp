@@ -77,3 +77,17 @@ TEST_CASE("calibrate::CleanTimer: nonsensical options are an InputError", "[cali
   o.min_block_s = -1;
   CHECK_THROWS_AS(dtsim::time_clean([] {}, o), dtsim::InputError);
 }
+
+TEST_CASE("calibrate::CleanTimer: CPU-time mode measures the work's own CPU time", "[calibrate]") {
+  dtsim::CleanTimerOptions o;
+  o.blocks = 2;
+  o.min_block_s = 0.0;
+  o.check_disturbance = false;
+  o.cpu_time = true;
+  const auto r = dtsim::time_clean([] { spin_cpu(0.003); }, o);
+  REQUIRE(r.clean());
+  // Independent of machine load: each repeat used 3 ms of CPU (plus the clock's granularity).
+  CHECK(r.median_s == Approx(0.003).epsilon(0.3));
+  o.threads = 2;
+  CHECK_THROWS_AS(dtsim::time_clean([] {}, o), dtsim::InputError);
+}
