@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
 #include "common/errors.hpp"
