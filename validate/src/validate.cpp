@@ -33,6 +33,9 @@ constexpr int IMAGE_CHANNELS = 1;
 constexpr int CLASSES = 10;
 // The simulated run: one warm-up iteration plus these (simulate_training reports the steady state).
 constexpr int SIMULATED_ITERATIONS = 4;
+// Calibration timer bounds for the on-the-spot calibration (see common/clean_timer.hpp).
+constexpr int CALIBRATION_MAX_BLOCKS = 5;
+constexpr double CALIBRATION_MIN_BLOCK_S = 0.02;
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
@@ -147,6 +150,10 @@ ValidationReport run_validation(const ValidateOptions& options) {
   // On-the-spot calibration of this machine for the model at the per-rank batch, then the prediction.
   calibrate::CalibrateOptions co;
   co.threads = options.threads;
+  // Bounded so a busy machine cannot make validation run for long: a pass with no clean block in
+  // CALIBRATION_MAX_BLOCKS is stored as disturbed and the profile falls back to the op class.
+  co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
+  co.timer.min_block_s = CALIBRATION_MIN_BLOCK_S;
   const auto summary = calibrate::calibrate_model(model, co);
   report.notes.push_back(fmt::format("calibration: {} kernel passes ({} reused, {} timed, {} disturbed) in {}",
                                      summary.items, summary.reused, summary.timed, summary.disturbed, summary.db_path));
