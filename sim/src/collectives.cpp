@@ -269,6 +269,12 @@ void hier_allreduce(World& w, const std::vector<int>& ranks, double bytes, CommM
     for (size_t i = 1; i < g.size(); ++i) w.transfer(w.worker_host(g[i]), w.worker_host(g[0]), bytes, reduced);
 }
 
+std::string ring_signature(const std::vector<int>& ranks, double bytes) {
+  std::string key = fmt::format("ring {:.17g}:", bytes);
+  for (int r : ranks) key += fmt::format("{},", r);
+  return key;
+}
+
 }  // namespace
 
 CommMode resolve_mode(CommMode mode, int ranks) {
@@ -286,10 +292,29 @@ void start_allreduce(World& world, CommPattern algorithm, const std::vector<int>
   const CommMode used = resolve_mode(mode, static_cast<int>(ranks.size()));
   switch (algorithm) {
     case CommPattern::ALLREDUCE_RING:
-      if (used == CommMode::FINE)
+      if (used == CommMode::FINE) {
         ring_fine(world, ranks, bytes, std::move(done));
-      else
-        ring_coarse(world, ranks, bytes, std::move(done));
+        return;
+      }
+      if (world.transfers_in_flight() == 0) {
+        // Reuse: an identical ring that ran alone on the network took exactly this long; only when
+        // nothing else is in flight now either (later flows starting inside the window are not seen).
+        const std::string key = ring_signature(ranks, bytes);
+        auto& cache = world.duration_cache();
+        if (auto it = cache.find(key); it != cache.end()) {
+          world.after(it->second, std::move(done));
+          return;
+        }
+        const double t0 = world.now();
+        const std::int64_t f0 = world.flows_started();
+        const auto own_flows = static_cast<std::int64_t>(ranks.size());
+        ring_coarse(world, ranks, bytes, [&world, key, t0, f0, own_flows, done = std::move(done)]() {
+          if (world.flows_started() - f0 == own_flows) world.duration_cache()[key] = world.now() - t0;
+          done();
+        });
+        return;
+      }
+      ring_coarse(world, ranks, bytes, std::move(done));
       return;
     case CommPattern::ALLREDUCE_TREE:  // O(n) messages: the same in both modes
       tree_allreduce(world, ranks, bytes, std::move(done));

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <exception>
 #include <fmt/format.h>
+#include <string>
 #include <unordered_map>
 
 #include "common/errors.hpp"
@@ -29,13 +30,16 @@ struct World::Impl {
   struct Pending {
     s4u::ActivityPtr activity;
     std::function<void()> done;
+    bool is_transfer = false;
   };
   std::unordered_map<const s4u::Activity*, Pending> pending;
   std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
   std::int64_t flows = 0;
   std::int64_t started = 0;
   std::int64_t timers_in_flight = 0;
+  std::int64_t transfers_in_flight = 0;
   std::exception_ptr error;
+  std::unordered_map<std::string, double> duration_cache;  // see start_allreduce (coarse reuse)
 
   void call(const std::function<void()>& fn) {
     if (error) return;  // drain quietly after the first failure; run() rethrows it
@@ -49,6 +53,7 @@ struct World::Impl {
     auto it = pending.find(&a);
     if (it == pending.end()) return;  // not ours, or the second signal of the same transfer
     auto fn = std::move(it->second.done);
+    if (it->second.is_transfer) --transfers_in_flight;
     finished.push_back(std::move(it->second.activity));
     pending.erase(it);
     call(fn);
@@ -127,6 +132,8 @@ double World::route_latency_s(s4u::Host* src, s4u::Host* dst) const {
 
 bool World::idle() const { return impl_->pending.empty() && impl_->timers_in_flight == 0; }
 std::int64_t World::flows_started() const { return impl_->flows; }
+std::int64_t World::transfers_in_flight() const { return impl_->transfers_in_flight; }
+std::unordered_map<std::string, double>& World::duration_cache() { return impl_->duration_cache; }
 std::int64_t World::activities_started() const { return impl_->started; }
 
 void World::compute(int rank, double seconds, std::function<void()> done) {
@@ -150,7 +157,8 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   }
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
-  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done)});
+  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true});
+  ++impl_->transfers_in_flight;
   ++impl_->flows;
   ++impl_->started;
   comm->start();

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "platforms/platform.hpp"
@@ -45,6 +47,9 @@ class World {
   bool idle() const;                    // no activity of this world in flight
   std::int64_t flows_started() const;   // transfers created so far
   std::int64_t activities_started() const;  // execs + transfers + timers created so far
+  std::int64_t transfers_in_flight() const; // network flows started and not finished
+  // Durations of collectives that ran alone on the network, by signature (coarse-mode reuse).
+  std::unordered_map<std::string, double>& duration_cache();
 
   // Busy-waits `rank`'s device for `seconds`, then calls done.
   void compute(int rank, double seconds, std::function<void()> done);
@@ -63,6 +68,8 @@ class World {
 // Collectives as callback-driven operations on a World; `ranks` are worker ranks.
 // Coarse mode merges identical steps into fewer flows and adds step latencies in closed form.
 // `mode` AUTO picks coarse above COARSE_ABOVE_RANKS ranks (resolve_mode). `ranks` must be distinct.
+// Coarse mode also reuses the duration of an identical collective (same pattern, ranks and bytes)
+// that ran with no other flow on the network, when no flow is in flight at its start either.
 void start_allreduce(World& world, CommPattern algorithm, const std::vector<int>& ranks, double bytes,
                      CommMode mode, std::function<void()> done);
 void start_broadcast(World& world, int root, const std::vector<int>& ranks, double bytes, CommMode mode,

@@ -91,3 +91,30 @@ TEST_CASE("sim::World: impossible layouts are input errors", "[sim]") {
   p.network.link_bandwidth_Bps = -1;
   CHECK_THROWS_AS(in_world(p, {2, 1, 0}, [](World&) { return 0.0; }), InputError);
 }
+
+TEST_CASE("sim::World: coarse ring reuses the duration of an identical ring that ran alone", "[sim]") {
+  auto p = test_platforms::gpu_fat_tree(16, 4);
+  const double flows = in_world(p, {16, 4, 0}, [](World& w) {
+    std::vector<int> ranks(64);
+    for (int i = 0; i < 64; ++i) ranks[i] = i;
+    std::vector<double> durations;
+    // Three identical rings back to back, then one with a competing flow in flight.
+    std::function<void(int)> next = [&](int k) {
+      const double t0 = w.now();
+      if (k == 3) w.transfer(w.worker_host(0), w.worker_host(63), 50e6, []() {});
+      if (k == 4) return;
+      start_allreduce(w, CommPattern::ALLREDUCE_RING, ranks, 25e6, CommMode::COARSE, [&, k, t0]() {
+        durations.push_back(w.now() - t0);
+        next(k + 1);
+      });
+    };
+    next(0);
+    w.run();
+    REQUIRE(durations.size() == 4);
+    CHECK(durations[1] == Approx(durations[0]));
+    CHECK(durations[2] == Approx(durations[0]));
+    CHECK(durations[3] > durations[0] * 1.01);  // the competing flow is simulated, not reused away
+    return static_cast<double>(w.flows_started());
+  });
+  CHECK(flows == 64 + 1 + 64);  // first ring, the competing flow, the last ring
+}
