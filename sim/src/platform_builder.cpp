@@ -289,7 +289,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
   out.nodes = layout.nodes;
   out.dedicated_nodes = layout.dedicated_ps_nodes;
   const int total_nodes = layout.nodes + layout.dedicated_ps_nodes;
-  NodeBuilder nb{p, layout.workers_per_node, nullptr, &out};
+  NodeBuilder nb{p, layout.workers_per_node, nullptr, &out, {}};
   const auto& n = p.network;
   const double port_Bps = n.link_bandwidth_Bps;
   // Unused leaves of a fixed topology hold a bare host.
