@@ -3,7 +3,7 @@
 // MPI split (each rank runs every R-th pending point; rank 0 merges the ranks' part files).
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <mpi.h>
+#include <dlfcn.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -183,9 +183,39 @@ std::vector<json> read_records(const fs::path& path, bool& clean) {
   return out;
 }
 
+// OpenMPI entry points resolved from libmpi itself: libsimgrid (SMPI) also exports MPI_* symbols
+// and wins the dynamic link, so calling MPI_Init directly would start SMPI and abort.
+struct MpiApi {
+  using Fn0 = int (*)();
+  using FnInit = int (*)(int*, char***);
+  using FnFlag = int (*)(int*);
+  using FnCommInt = int (*)(void*, int*);
+  using FnComm = int (*)(void*);
+  using FnAllreduce = int (*)(const void*, void*, int, void*, void*, void*);
+  FnFlag initialized = nullptr;
+  FnInit init = nullptr;
+  Fn0 finalize = nullptr;
+  FnCommInt comm_rank = nullptr, comm_size = nullptr;
+  FnComm barrier = nullptr;
+  FnAllreduce allreduce = nullptr;
+  void* comm_world = nullptr;
+  void* int_type = nullptr;
+  void* op_max = nullptr;
+  void* op_sum = nullptr;
+};
+
 struct MpiSession {
   int rank = 0, size = 1;
   bool active = false, we_initialized = false;
+  MpiApi api;
+  void barrier() const {
+    if (active) api.barrier(api.comm_world);
+  }
+  int allreduce_int(int value, bool max) const {
+    int out = value;
+    if (active) api.allreduce(&value, &out, 1, api.int_type, max ? api.op_max : api.op_sum, api.comm_world);
+    return out;
+  }
 };
 
 int env_int(const char* name) {
@@ -193,18 +223,43 @@ int env_int(const char* name) {
   return (v != nullptr && *v != '\0') ? std::atoi(v) : 0;
 }
 
+MpiApi load_openmpi() {
+  void* h = ::dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
+  if (h == nullptr) h = ::dlopen("libmpi.so", RTLD_NOW | RTLD_GLOBAL);
+  if (h == nullptr) throw Failure(fmt::format("launched by mpirun but OpenMPI's libmpi cannot be loaded: {}", ::dlerror()));
+  MpiApi a;
+  auto sym = [&](const char* name) {
+    void* p = ::dlsym(h, name);
+    if (p == nullptr) throw Failure(fmt::format("OpenMPI's libmpi lacks {}", name));
+    return p;
+  };
+  a.initialized = reinterpret_cast<MpiApi::FnFlag>(sym("MPI_Initialized"));
+  a.init = reinterpret_cast<MpiApi::FnInit>(sym("MPI_Init"));
+  a.finalize = reinterpret_cast<MpiApi::Fn0>(sym("MPI_Finalize"));
+  a.comm_rank = reinterpret_cast<MpiApi::FnCommInt>(sym("MPI_Comm_rank"));
+  a.comm_size = reinterpret_cast<MpiApi::FnCommInt>(sym("MPI_Comm_size"));
+  a.barrier = reinterpret_cast<MpiApi::FnComm>(sym("MPI_Barrier"));
+  a.allreduce = reinterpret_cast<MpiApi::FnAllreduce>(sym("MPI_Allreduce"));
+  a.comm_world = sym("ompi_mpi_comm_world");
+  a.int_type = sym("ompi_mpi_int");
+  a.op_max = sym("ompi_mpi_op_max");
+  a.op_sum = sym("ompi_mpi_op_sum");
+  return a;
+}
+
 MpiSession start_mpi(bool allow) {
   MpiSession s;
   const int launched = std::max(env_int("OMPI_COMM_WORLD_SIZE"), env_int("PMI_SIZE"));
   if (!allow || launched <= 1) return s;
+  s.api = load_openmpi();
   int inited = 0;
-  MPI_Initialized(&inited);
+  s.api.initialized(&inited);
   if (!inited) {
-    MPI_Init(nullptr, nullptr);
+    s.api.init(nullptr, nullptr);
     s.we_initialized = true;
   }
-  MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &s.size);
+  s.api.comm_rank(s.api.comm_world, &s.rank);
+  s.api.comm_size(s.api.comm_world, &s.size);
   s.active = s.size > 1;
   return s;
 }
@@ -432,7 +487,7 @@ SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin
   };
 
   if (mpi.rank == 0) consolidate(false);
-  if (mpi.active) MPI_Barrier(MPI_COMM_WORLD);
+  mpi.barrier();
 
   // The done set, as every rank sees it after the consolidation.
   std::set<std::string> done_ids;
@@ -499,20 +554,16 @@ SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin
   summary.ran = ran;
 
   if (mpi.active) {
-    int local = summary.interrupted ? 1 : 0, any = 0;
-    MPI_Allreduce(&local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    summary.interrupted = any != 0;
-    unsigned long long local_ran = ran, total_ran = 0;
-    MPI_Reduce(&local_ran, &total_ran, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (mpi.rank == 0) summary.ran = total_ran;
+    summary.interrupted = mpi.allreduce_int(summary.interrupted ? 1 : 0, true) != 0;
+    summary.ran = static_cast<std::size_t>(mpi.allreduce_int(static_cast<int>(ran), false));
   }
   if (mpi.rank == 0) {
     const auto [records, failed] = consolidate(!summary.interrupted);
     (void)records;
     summary.failed = failed;
   }
-  if (mpi.active) MPI_Barrier(MPI_COMM_WORLD);
-  if (mpi.we_initialized) MPI_Finalize();
+  mpi.barrier();
+  if (mpi.we_initialized) mpi.api.finalize();
   return summary;
 }
 
