@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -150,6 +151,9 @@ ValidationReport run_validation(const ValidateOptions& options) {
   // On-the-spot calibration of this machine for the model at the per-rank batch, then the prediction.
   calibrate::CalibrateOptions co;
   co.threads = options.threads;
+  // A database of its own in the work directory (unless DTSIM_CALIBRATION_DB names one): validation
+  // never writes into the shipped calibration data, and build_profile then fits exactly this host.
+  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";
   // Bounded so a busy machine cannot make validation run for long: a pass with no clean block in
   // CALIBRATION_MAX_BLOCKS is stored as disturbed and the profile falls back to the op class.
   co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
