@@ -16,6 +16,10 @@
 #include "common/errors.hpp"
 #include "platforms/device.hpp"
 #ifdef DTSIM_HAVE_CUDNN
+#include <dlfcn.h>
+
+#include <cstdlib>
+
 #include "calibrate/src/cudnn_backend.hpp"
 #endif
 
@@ -23,6 +27,23 @@ namespace dtsim::calibrate {
 namespace {
 
 constexpr int MAX_THREADS = 1024;
+
+#ifdef DTSIM_HAVE_CUDNN
+// Loads libdtsim_cudnn.so ($DTSIM_CUDNN_PLUGIN, else where the build put it) and runs its entry point.
+CalibrateSummary run_cudnn_plugin(const models::Model& model, const CalibrateOptions& options) {
+  const char* env = std::getenv("DTSIM_CUDNN_PLUGIN");
+  const std::string path = (env != nullptr && *env != '\0') ? env : DTSIM_CUDNN_PLUGIN;
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr)
+    throw Failure(fmt::format("--backend cudnn: cannot load the cuDNN plugin {}: {}", path, ::dlerror()));
+  auto* entry = reinterpret_cast<CudnnPluginEntry>(::dlsym(handle, CUDNN_PLUGIN_SYMBOL));
+  if (entry == nullptr)
+    throw Failure(fmt::format("--backend cudnn: {} has no symbol {}", path, CUDNN_PLUGIN_SYMBOL));
+  CalibrateSummary summary;
+  entry(&model, &options, &summary);  // exceptions (no GPU ...) propagate; the handle stays loaded
+  return summary;
+}
+#endif
 
 int resolve_threads(int threads) {
   if (threads < 0 || threads > MAX_THREADS)
@@ -60,7 +81,7 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
   if (options.max_bytes < (1 << 20)) throw InputError("calibration memory limit must be at least 1 MiB");
   if (options.backend == "cudnn") {
 #ifdef DTSIM_HAVE_CUDNN
-    return calibrate_model_cudnn(model, options);
+    return run_cudnn_plugin(model, options);
 #else
     throw Failure("--backend cudnn: this dtsim was built without cuDNN (CUDA/cuDNN not found at configure time)");
 #endif

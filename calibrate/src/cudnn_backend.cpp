@@ -441,3 +441,10 @@ CalibrateSummary calibrate_model_cudnn(const models::Model& model, const Calibra
 }
 
 }  // namespace dtsim::calibrate
+
+// Entry point of the plugin, found by dlsym (see CUDNN_PLUGIN_SYMBOL).
+extern "C" void dtsim_calibrate_model_cudnn(const dtsim::models::Model* model,
+                                            const dtsim::calibrate::CalibrateOptions* options,
+                                            dtsim::calibrate::CalibrateSummary* summary) {
+  *summary = dtsim::calibrate::calibrate_model_cudnn(*model, *options);
+}
