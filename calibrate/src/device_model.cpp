@@ -1,4 +1,5 @@
 // Device model: host efficiency per pass -> predicted time on any catalog device (docs/calibration.md).
+#include "common/stats.hpp"
 #include "calibrate/device_model.hpp"
 
 #include <fmt/format.h>
@@ -42,15 +43,6 @@ constexpr double MIN_EFFICIENCY = 1e-4;
 constexpr double MAX_EFFICIENCY = 1.0;
 // The "best shape" of a class is this percentile of its host efficiencies.
 constexpr double BEST_PERCENTILE = 0.9;
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const auto hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 std::string class_of_op_name(const std::string& op) {
   if (op == "sgd_momentum") return std::string(to_string(OpClass::UPDATE));
@@ -131,8 +123,8 @@ HostModel fit_host_model(const CalibrationDb& db) {
       model.by_shape[strip_batch(sig) + "|" + pass][batch_of(sig)] = eff;
     }
   }
-  for (auto& [k, v] : per_class_pass) model.class_efficiency[k] = percentile(v, 0.5);
-  for (auto& [k, v] : per_class) model.class_best_efficiency[k] = percentile(v, BEST_PERCENTILE);
+  for (auto& [k, v] : per_class_pass) model.class_efficiency[k] = quantile(v, 0.5);
+  for (auto& [k, v] : per_class) model.class_best_efficiency[k] = quantile(v, BEST_PERCENTILE);
 
   // Amdahl fit: same host and library at 1 thread vs best->threads threads, shape by shape.
   if (best->threads > 1) {
@@ -151,7 +143,7 @@ HostModel fit_host_model(const CalibrationDb& db) {
           fractions[class_of_op_name(e1.op)].push_back(std::clamp(p, 0.0, 1.0));
         }
       }
-      for (auto& [cls, v] : fractions) model.parallel_fraction[cls] = percentile(v, 0.5);
+      for (auto& [cls, v] : fractions) model.parallel_fraction[cls] = quantile(v, 0.5);
     }
   }
   return model;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/stats.hpp"
 #include "common/errors.hpp"
 #include "validate/validate.hpp"
 
@@ -22,15 +23,6 @@ constexpr double MAX_OTHER_BUSY_FRACTION = 0.15;
 constexpr double BANDWIDTH_FIT_MIN_BYTES = 256.0 * 1024;
 // Around a given message size, the fit uses sizes within this factor either way.
 constexpr double FIT_WINDOW_FACTOR = 8;
-
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const auto hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 json parse(const std::string& text, const char* what) {
   // The trainer's stdout may carry other lines (MPI warnings); the report is the last JSON object.
