@@ -12,6 +12,7 @@
 
 #include "calibrate/device_model.hpp"
 #include "calibrate/op_signature.hpp"
+#include "calibrate/src/pass_entry.hpp"
 #include "calibrate/src/onednn_runner.hpp"
 #include "common/errors.hpp"
 #include "platforms/device.hpp"
@@ -136,17 +137,7 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
       runner_sig = item.signature;
     }
     const TimingResult r = time_clean([&] { runner->run(item.pass, stream); }, timer);
-    PassEntry entry;
-    entry.status = r.clean() ? EntryStatus::MEASURED : EntryStatus::DISTURBED;
-    entry.time_s = r.median_s;
-    entry.spread = r.spread;
-    entry.blocks_kept = r.blocks_kept;
-    entry.blocks_rejected = r.blocks_rejected;
-    const PassWork work = item.layer ? pass_work(*item.layer, item.pass) : update_work(params);
-    entry.flops = work.flops;
-    entry.bytes = work.bytes;
-    entry.impl = runner->impl(item.pass);
-    entry.op = item.layer ? std::string(models::to_string(item.layer->op)) : "sgd_momentum";
+    const PassEntry entry = timed_entry(r, item.layer, item.pass, params, runner->impl(item.pass));
     db.put(host, item.signature, pass_name, entry);
     db.save(summary.db_path);  // every finished item is on disk: an interrupt loses nothing done
     if (r.clean()) {

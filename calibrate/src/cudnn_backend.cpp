@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "calibrate/op_signature.hpp"
+#include "calibrate/src/pass_entry.hpp"
 #include "common/errors.hpp"
 
 namespace dtsim::calibrate {
@@ -420,17 +421,7 @@ CalibrateSummary calibrate_model_cudnn(const models::Model& model, const Calibra
     }
     if (!runner->has(item.pass)) continue;
     const TimingResult t = time_clean([&] { runner->run(item.pass); }, timer);
-    PassEntry entry;
-    entry.status = t.clean() ? EntryStatus::MEASURED : EntryStatus::DISTURBED;
-    entry.time_s = t.median_s;
-    entry.spread = t.spread;
-    entry.blocks_kept = t.blocks_kept;
-    entry.blocks_rejected = t.blocks_rejected;
-    const PassWork work = item.layer ? pass_work(*item.layer, item.pass) : update_work(params);
-    entry.flops = work.flops;
-    entry.bytes = work.bytes;
-    entry.impl = runner->impl(item.pass);
-    entry.op = item.layer ? std::string(models::to_string(item.layer->op)) : "sgd_momentum";
+    const PassEntry entry = timed_entry(t, item.layer, item.pass, params, runner->impl(item.pass));
     db.put(host, item.signature, pass_name, entry);
     db.save(summary.db_path);
     ++summary.timed;
