@@ -30,6 +30,7 @@ struct CalibrateArgs {
   std::string db;
   bool quiet = false;
   bool unchecked = false;  // check only: no disturbance check, temporary database
+  int rounds = 5;          // check only: interleaved rounds of step and parts
 };
 
 struct ReportArgs {
@@ -173,26 +174,31 @@ void run_check(const CalibrateArgs& a) {
   const auto db = calibrate::CalibrationDb::load(s.db_path);
   if (!temp_db.empty()) std::remove(temp_db.c_str());
   int missing = 0;
-  const double sum_s = calibrate::sum_measured_step_s(m, db, s.host_key, &missing);
+  const double db_sum_s = calibrate::sum_measured_step_s(m, db, s.host_key, &missing);
   CleanTimerOptions timer;
-  timer.blocks = 3;
-  timer.min_block_s = 0.2;
+  timer.min_block_s = 0.2;  // per round and piece: dozens of repeats of a small network
   timer.check_disturbance = !a.unchecked;
   timer.cpu_time = a.unchecked && a.threads == 1;
-  const auto full = calibrate::time_full_step_onednn(m, a.threads, timer);
+  const auto check = calibrate::check_step_onednn(m, a.threads, a.rounds, timer);
   fmt::print("{} batch {} on {}{}\n", m.name(), a.batch, s.host_key,
              a.unchecked ? (a.threads == 1 ? "  [UNCHECKED: no disturbance check; times are process CPU time]"
                                            : "  [UNCHECKED: disturbance check off, figures not trustworthy]")
                          : "");
-  fmt::print("sum of calibrated per-layer times: {:.3f} ms ({} item(s) without a clean timing)\n", sum_s * 1e3,
-             missing);
-  if (!full.clean()) {
-    fmt::print("full step: no undisturbed block ({} rejected); re-run on a quieter machine\n", full.blocks_rejected);
+  if (check.rounds.empty()) {
+    fmt::print("no undisturbed round ({} rejected); re-run on a quieter machine\n", check.rounds_rejected);
     return;
   }
-  fmt::print("full forward+backward+update step: {:.3f} ms (spread {:.1f}%, {} clean / {} rejected blocks)\n",
-             full.median_s * 1e3, full.spread * 100, full.blocks_kept, full.blocks_rejected);
-  fmt::print("sum / full = {:.3f} ({:+.1f}%)\n", sum_s / full.median_s, (sum_s / full.median_s - 1) * 100);
+  const double step_s = check.median_step_s();
+  fmt::print("paired rounds: {} clean / {} rejected; each times the full forward+backward+update step, then every "
+             "distinct layer pass as calibrate does\n",
+             check.rounds.size(), check.rounds_rejected);
+  fmt::print("full step {:.3f} ms, sum of per-layer times {:.3f} ms (medians over rounds)\n", step_s * 1e3,
+             check.median_sum_s() * 1e3);
+  fmt::print("sum / full = {:.3f} ({:+.1f}%), rounds from {:.3f} to {:.3f}\n", check.median_ratio(),
+             (check.median_ratio() - 1) * 100, check.min_ratio(), check.max_ratio());
+  fmt::print("database (calibrated earlier): sum {:.3f} ms ({} item(s) without a clean timing); / full step now = "
+             "{:.3f} ({:+.1f}%, includes the machine's drift since calibration)\n",
+             db_sum_s * 1e3, missing, db_sum_s / step_s, (db_sum_s / step_s - 1) * 100);
 }
 
 void add_calibrate_options(CLI::App* c, CalibrateArgs& a) {
@@ -241,6 +247,9 @@ const CommandRegistrar registrar("calibrate", 30, [](CLI::App& root) {
   check->add_flag("--unchecked", cargs->unchecked,
                   "diagnostic on a busy machine: no disturbance check, temporary database (never the real one); with "
                   "--threads 1 every repeat is timed by process CPU time");
+  check->add_option("--rounds", cargs->rounds, "interleaved rounds of full step and per-layer timings")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   check->callback([cargs] { run_check(*cargs); });
 });
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "calibrate/database.hpp"
 #include "common/clean_timer.hpp"
@@ -47,10 +48,28 @@ HostInfo current_host(const std::string& backend, int threads);
 // corrupt one is an InputError and is left untouched) and saved atomically after every item.
 CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOptions& options);
 
-// Times one full training step of `model` built from the same oneDNN primitives: every layer's
-// forward in order, then every backward pass in reverse order, plus the update (disturbance
-// checked). Used to check that the sum of per-layer calibrated times matches the whole step.
-TimingResult time_full_step_onednn(const models::Model& model, int threads, const CleanTimerOptions& timer);
+// One round of the step check: the full step and the sum of its per-layer parts, timed back to back.
+struct StepCheckRound {
+  double step_s = 0;  // one full training step (median of the round's repeats)
+  double sum_s = 0;   // sum over every layer and pass (duplicates counted) plus the update
+};
+
+struct StepCheck {
+  std::vector<StepCheckRound> rounds;  // rounds in which every timing was undisturbed
+  int rounds_rejected = 0;
+  // Median, min and max of sum_s / step_s over the clean rounds (0 when none).
+  double median_ratio() const;
+  double min_ratio() const;
+  double max_ratio() const;
+  double median_step_s() const;
+  double median_sum_s() const;
+};
+
+// The full training step of `model` built from the same oneDNN primitives as calibration (every
+// forward in order, every backward in reverse, then the update) and each distinct (signature, pass)
+// of it timed as calibrate times it (private caches evicted before each repeat), in `rounds`
+// interleaved rounds: pairing step and parts in time cancels the slow drift of a shared machine.
+StepCheck check_step_onednn(const models::Model& model, int threads, int rounds, const CleanTimerOptions& timer);
 
 // Sum over every layer (duplicates included) and pass of the model's measured host times in `db` for
 // `host_key`, plus the update: the step time the calibration predicts on the host itself.

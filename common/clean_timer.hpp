@@ -2,6 +2,7 @@
 // a block kept only when the process's own CPU time (getrusage) and the machine's busy time
 // (/proc/stat) show nobody else ran during it. Method and thresholds: docs/calibration.md.
 #pragma once
+#include <cstddef>
 #include <functional>
 #include <vector>
 
@@ -41,8 +42,19 @@ struct TimingResult {
   bool clean() const { return blocks_kept > 0; }
 };
 
-// Times `work` (one call = one repeat). Throws InputError on nonsensical options.
-TimingResult time_clean(const std::function<void()>& work, const CleanTimerOptions& options = {});
+// Times several pieces of work interleaved, as the layers of a training step run: each round runs,
+// in order, every piece that still needs a repeat, `before_each(i)` (untimed) first, so every piece
+// finds the caches, TLBs and branch predictors the others left. Piece i's repeats per block are
+// sized from its own warm-up time (min_block_s, min/max_repeats); a block's disturbance check covers
+// all pieces, so they are kept or rejected together. One result per piece, in order.
+std::vector<TimingResult> time_clean_interleaved(const std::vector<std::function<void()>>& works,
+                                                 const CleanTimerOptions& options = {},
+                                                 const std::function<void(std::size_t)>& before_each = {});
+
+// Times `work` alone (one call = one repeat). `before_each`, when given, runs before every repeat (warm-up
+// included) outside the timed region, e.g. to evict caches. Throws InputError on nonsensical options.
+TimingResult time_clean(const std::function<void()>& work, const CleanTimerOptions& options = {},
+                        const std::function<void()>& before_each = {});
 
 // CPU time (user + system) of this whole process, all threads, in seconds.
 double process_cpu_s();

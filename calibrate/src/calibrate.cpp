@@ -15,6 +15,7 @@
 #include "calibrate/src/pass_entry.hpp"
 #include "calibrate/src/onednn_runner.hpp"
 #include "common/errors.hpp"
+#include "common/stats.hpp"
 #include "platforms/device.hpp"
 #ifdef DTSIM_HAVE_CUDNN
 #include <dlfcn.h>
@@ -28,6 +29,12 @@ namespace dtsim::calibrate {
 namespace {
 
 constexpr int MAX_THREADS = 1024;
+// Calibration times the passes of consecutive layers interleaved, each repeat after the others ran,
+// so each finds the TLBs, branch predictors and instruction caches that other kernels left, as in a
+// training step. A window holds at most this many passes and stops growing past this many bytes of
+// tensors (one larger layer still forms a window of its own).
+constexpr std::size_t WINDOW_PASSES = 32;
+constexpr std::int64_t WINDOW_BYTES = std::int64_t{512} << 20;
 
 #ifdef DTSIM_HAVE_CUDNN
 // Loads libdtsim_cudnn.so ($DTSIM_CUDNN_PLUGIN, else where the build put it) and runs its entry point.
@@ -72,6 +79,7 @@ HostInfo current_host(const std::string& backend, int threads) {
   h.mem_bandwidth_Bps = dev->mem_bandwidth_Bps * std::min(1.0, static_cast<double>(threads) / std::max(dev->cores, 1));
   h.isa = onednn_isa_name();
   h.library_version = onednn_version_string();
+  if (backend == "onednn") h.cache_state = "tensors flushed (clflush), passes timed interleaved, up to 32 per window";
   return h;
 }
 
@@ -116,37 +124,55 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
 
-  // Items of one signature are consecutive: one runner per signature, built only when needed.
-  std::unique_ptr<OpRunner> runner;
-  std::string runner_sig;
   int done = 0;
+  const auto report = [&](const Item& item, bool reused, bool clean) {
+    CalibrateProgress progress{++done, summary.items, item.signature, std::string(to_string(item.pass)), reused, clean};
+    if (options.progress) options.progress(progress);
+  };
+  std::vector<const Item*> pending;
   for (const Item& item : items) {
-    const std::string pass_name(to_string(item.pass));
-    CalibrateProgress progress{++done, summary.items, item.signature, pass_name, false, true};
-    const PassEntry* existing = db.find(host.key(), item.signature, pass_name);
+    const PassEntry* existing = db.find(host.key(), item.signature, std::string(to_string(item.pass)));
     if (existing && existing->status == EntryStatus::MEASURED) {
       ++summary.reused;
-      progress.reused = true;
-      if (options.progress) options.progress(progress);
-      continue;
-    }
-    if (!runner || runner_sig != item.signature) {
-      runner.reset();  // free the previous shape's tensors first
-      runner = item.layer ? std::make_unique<OpRunner>(engine, *item.layer, options.max_bytes)
-                          : std::make_unique<OpRunner>(engine, params, options.max_bytes);
-      runner_sig = item.signature;
-    }
-    const TimingResult r = time_clean([&] { runner->run(item.pass, stream); }, timer);
-    const PassEntry entry = timed_entry(r, item.layer, item.pass, params, runner->impl(item.pass));
-    db.put(host, item.signature, pass_name, entry);
-    db.save(summary.db_path);  // every finished item is on disk: an interrupt loses nothing done
-    if (r.clean()) {
-      ++summary.timed;
+      report(item, true, true);
     } else {
-      ++summary.disturbed;
-      progress.clean = false;
+      pending.push_back(&item);
     }
-    if (options.progress) options.progress(progress);
+  }
+
+  // Windows of consecutive layers are built together and their passes timed interleaved (see
+  // time_one_window); each window is saved when done, so an interrupt loses at most the current one.
+  std::size_t next = 0;
+  while (next < pending.size()) {
+    std::vector<std::unique_ptr<OpRunner>> runners;
+    std::vector<std::pair<const Item*, OpRunner*>> window;
+    std::int64_t bytes = 0;
+    while (next < pending.size() && (window.empty() || (bytes < WINDOW_BYTES && window.size() < WINDOW_PASSES))) {
+      const Item* item = pending[next];
+      if (runners.empty() || window.back().first->signature != item->signature) {
+        if (!window.empty() && bytes >= WINDOW_BYTES) break;
+        runners.push_back(item->layer ? std::make_unique<OpRunner>(engine, *item->layer, options.max_bytes)
+                                      : std::make_unique<OpRunner>(engine, params, options.max_bytes));
+        bytes += runners.back()->bytes();
+      }
+      window.emplace_back(item, runners.back().get());
+      ++next;
+    }
+    std::vector<std::function<void()>> works;
+    for (const auto& [item, runner] : window) works.emplace_back([&, item = item, runner = runner] {
+      runner->run(item->pass, stream);
+    });
+    const std::vector<TimingResult> results =
+        time_clean_interleaved(works, timer, [&](std::size_t i) { window[i].second->flush(window[i].first->pass); });
+    for (std::size_t i = 0; i < window.size(); ++i) {
+      const Item& item = *window[i].first;
+      const PassEntry entry = timed_entry(results[i], item.layer, item.pass, params, window[i].second->impl(item.pass));
+      db.put(host, item.signature, std::string(to_string(item.pass)), entry);
+      if (results[i].clean()) ++summary.timed;
+      else ++summary.disturbed;
+    }
+    db.save(summary.db_path);  // every finished window is on disk
+    for (std::size_t i = 0; i < window.size(); ++i) report(*window[i].first, false, results[i].clean());
   }
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
@@ -171,34 +197,112 @@ double sum_measured_step_s(const models::Model& model, const CalibrationDb& db, 
   return total;
 }
 
-TimingResult time_full_step_onednn(const models::Model& model, int threads, const CleanTimerOptions& timer_options) {
+namespace {
+
+double ratio_of(const StepCheckRound& r) { return r.step_s > 0 ? r.sum_s / r.step_s : 0; }
+
+template <class F>
+std::vector<double> over_rounds(const std::vector<StepCheckRound>& rounds, F f) {
+  std::vector<double> v;
+  for (const auto& r : rounds) v.push_back(f(r));
+  return v;
+}
+
+}  // namespace
+
+double StepCheck::median_ratio() const { return rounds.empty() ? 0 : quantile(over_rounds(rounds, ratio_of), 0.5); }
+double StepCheck::min_ratio() const { return rounds.empty() ? 0 : quantile(over_rounds(rounds, ratio_of), 0.0); }
+double StepCheck::max_ratio() const { return rounds.empty() ? 0 : quantile(over_rounds(rounds, ratio_of), 1.0); }
+double StepCheck::median_step_s() const {
+  return rounds.empty() ? 0 : quantile(over_rounds(rounds, [](const auto& r) { return r.step_s; }), 0.5);
+}
+double StepCheck::median_sum_s() const {
+  return rounds.empty() ? 0 : quantile(over_rounds(rounds, [](const auto& r) { return r.sum_s; }), 0.5);
+}
+
+StepCheck check_step_onednn(const models::Model& model, int threads, int rounds, const CleanTimerOptions& timer_options) {
+  if (rounds < 1 || rounds > 1000) throw InputError(fmt::format("--rounds must be in 1..1000, got {}", rounds));
   const int n = resolve_threads(threads);
   omp_set_num_threads(n);
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   constexpr std::int64_t MAX_STEP_BYTES = std::int64_t{8} << 30;
   std::vector<std::unique_ptr<OpRunner>> runners;
+  // Distinct (signature, pass) items with how often the step runs them, and the runner that times them.
+  struct Part {
+    OpRunner* runner;
+    Pass pass;
+    int count;
+  };
+  std::vector<Part> parts;  // in the order the step first runs them
+  std::map<std::string, std::size_t> part_index;
   std::int64_t params = 0, bytes = 0;
   for (const auto& layer : model.layers()) {
     params += layer.costs.params;
     if (passes_of(layer).empty()) continue;
     runners.push_back(std::make_unique<OpRunner>(engine, layer, MAX_STEP_BYTES - bytes));
     bytes += runners.back()->bytes();
+    for (Pass pass : passes_of(layer)) {
+      if (!runners.back()->has(pass)) continue;
+      auto [it, fresh] = part_index.try_emplace(op_signature(layer) + "|" + std::string(to_string(pass)), parts.size());
+      if (fresh) parts.push_back(Part{runners.back().get(), pass, 0});
+      ++parts[it->second].count;
+    }
   }
   std::unique_ptr<OpRunner> update;
   if (params > 0) update = std::make_unique<OpRunner>(engine, params, MAX_STEP_BYTES - bytes);
+  // The step and its parts are timed interleaved, each repeat after a flush of its tensors, exactly as
+  // calibrate times passes; each block is a round, and pairing step and parts within a block (seconds)
+  // cancels the drift of a shared machine's speed from their ratio.
+  const auto flush_all = [&] {
+    for (auto& r : runners)
+      for (Pass p : {Pass::FWD, Pass::BWD_DATA, Pass::BWD_WEIGHTS}) r->flush(p);
+    if (update) update->flush(Pass::FWD);
+  };
+  std::vector<std::function<void()>> works;
+  std::vector<std::function<void()>> flushes;
+  std::vector<int> counts;
+  works.emplace_back([&] {
+    for (auto& r : runners) r->run(Pass::FWD, stream);
+    for (auto it = runners.rbegin(); it != runners.rend(); ++it) {
+      (*it)->run(Pass::BWD_DATA, stream);
+      (*it)->run(Pass::BWD_WEIGHTS, stream);
+    }
+    if (update) update->run(Pass::FWD, stream);
+  });
+  flushes.emplace_back(flush_all);
+  counts.push_back(0);
+  for (const Part& part : parts) {
+    works.emplace_back([&, part = part] { part.runner->run(part.pass, stream); });
+    flushes.emplace_back([part = part] { part.runner->flush(part.pass); });
+    counts.push_back(part.count);
+  }
+  if (update) {
+    works.emplace_back([&] { update->run(Pass::FWD, stream); });
+    flushes.emplace_back([&] { update->flush(Pass::FWD); });
+    counts.push_back(1);
+  }
   CleanTimerOptions timer = timer_options;
   timer.threads = n;
-  return time_clean(
-      [&] {
-        for (auto& r : runners) r->run(Pass::FWD, stream);
-        for (auto it = runners.rbegin(); it != runners.rend(); ++it) {
-          (*it)->run(Pass::BWD_DATA, stream);
-          (*it)->run(Pass::BWD_WEIGHTS, stream);
-        }
-        if (update) update->run(Pass::FWD, stream);
-      },
-      timer);
+  timer.blocks = rounds;
+  timer.max_blocks = std::max(timer.max_blocks, rounds);
+  timer.min_repeats = std::max(timer.min_repeats, 3);
+  timer.max_repeats = std::max(timer.max_repeats, timer.min_repeats);
+  const std::vector<TimingResult> results =
+      time_clean_interleaved(works, timer, [&](std::size_t i) { flushes[i](); });
+
+  StepCheck check;
+  const std::vector<BlockSample>& step_blocks = results.front().blocks;
+  for (std::size_t b = 0; b < step_blocks.size(); ++b) {
+    if (!step_blocks[b].clean) {
+      ++check.rounds_rejected;
+      continue;
+    }
+    StepCheckRound r{step_blocks[b].median_s, 0};
+    for (std::size_t i = 1; i < results.size(); ++i) r.sum_s += counts[i] * results[i].blocks[b].median_s;
+    check.rounds.push_back(r);
+  }
+  return check;
 }
 
 }  // namespace dtsim::calibrate

@@ -20,7 +20,7 @@ namespace {
 
 using nlohmann::json;
 constexpr const char* FORMAT_NAME = "dtsim-calibration";
-constexpr int FORMAT_VERSION = 1;
+constexpr int FORMAT_VERSION = 2;  // 2: repeats timed with evicted caches (cache_state)
 
 std::string_view status_name(EntryStatus s) { return s == EntryStatus::MEASURED ? "measured" : "disturbed"; }
 
@@ -63,6 +63,7 @@ json host_to_json(const HostInfo& h) {
               {"isa", h.isa},
               {"library_version", h.library_version},
               {"threads", h.threads},
+              {"cache_state", h.cache_state},
               {"core_peak_flops", h.core_peak_flops},
               {"mem_bandwidth_Bps", h.mem_bandwidth_Bps}};
 }
@@ -98,8 +99,11 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
   }
   const Reader r{path};
   if (r.str(doc, "$", "format") != FORMAT_NAME) r.fail("$.format", fmt::format("expected \"{}\"", FORMAT_NAME));
-  if (r.integer(doc, "$", "version") != FORMAT_VERSION)
-    r.fail("$.version", fmt::format("expected {}", FORMAT_VERSION));
+  if (const std::int64_t version = r.integer(doc, "$", "version"); version != FORMAT_VERSION)
+    r.fail("$.version", version == 1 ? fmt::format("expected {}: version 1 databases were timed with warm caches, "
+                                                   "which understates in-step times; calibrate into a new file",
+                                                   FORMAT_VERSION)
+                                     : fmt::format("expected {}", FORMAT_VERSION));
   const json& hosts = r.field(doc, "$", "hosts");
   if (!hosts.is_array()) r.fail("$.hosts", "expected an array");
   for (std::size_t i = 0; i < hosts.size(); ++i) {
@@ -113,6 +117,7 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
     data.info.isa = r.str(h, hw, "isa");
     data.info.library_version = r.str(h, hw, "library_version");
     data.info.threads = r.integer(h, hw, "threads");
+    data.info.cache_state = r.str(h, hw, "cache_state");
     data.info.core_peak_flops = r.num(h, hw, "core_peak_flops", 0);
     data.info.mem_bandwidth_Bps = r.num(h, hw, "mem_bandwidth_Bps", 0);
     const json& entries = r.field(h, hw, "entries");

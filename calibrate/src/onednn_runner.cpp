@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cpuid.h>
+#include <omp.h>
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -87,9 +91,20 @@ memory OpRunner::make(const memory::desc& desc) {
   bytes_ += size;
   // Values in [-1, 1] (never denormal, never zero everywhere); the pattern does not change kernel times.
   if (desc.data_type() == dt::f32) {
+    // The pattern has period FILL_PERIOD: compute one period, copy it with every thread (first touch of
+    // gigabytes of tensors dominates building a large model's runners).
+    constexpr std::int64_t FILL_PERIOD = 2001;
     auto* p = static_cast<float*>(m.get_data_handle());
-    const std::size_t n = desc.get_size() / sizeof(float);
-    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<int>((i * 7919) % 2001) - 1000) * 1e-3f;
+    const auto n = static_cast<std::int64_t>(desc.get_size() / sizeof(float));
+    std::vector<float> period(FILL_PERIOD);
+    for (std::int64_t i = 0; i < FILL_PERIOD; ++i)
+      period[static_cast<std::size_t>(i)] = static_cast<float>(static_cast<int>((i * 7919) % FILL_PERIOD) - 1000) * 1e-3f;
+    const std::int64_t periods = (n + FILL_PERIOD - 1) / FILL_PERIOD;
+#pragma omp parallel for schedule(static) if (n > (1 << 20))
+    for (std::int64_t k = 0; k < periods; ++k) {
+      const std::int64_t lo = k * FILL_PERIOD, len = std::min(FILL_PERIOD, n - lo);
+      std::memcpy(p + lo, period.data(), static_cast<std::size_t>(len) * sizeof(float));
+    }
   } else {
     std::memset(m.get_data_handle(), 0, desc.get_size());
   }
@@ -109,6 +124,48 @@ void OpRunner::run(Pass pass, dnnl::stream& stream) {
   for (auto& step : it->second)
     for (int r = 0; r < step.repeat; ++r) step.primitive.execute(stream, step.args);
   stream.wait();
+}
+
+namespace {
+
+bool has_clflushopt() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ebx & (1u << 23)) != 0;
+}
+
+// clflushopt is weakly ordered and ~25x faster than clflush here (12-27 vs 0.5 GB/s of dirty lines).
+__attribute__((target("clflushopt"))) void flush_lines_opt(const char* base, std::int64_t lines) {
+  for (std::int64_t i = 0; i < lines; ++i) _mm_clflushopt(const_cast<char*>(base) + i * 64);
+}
+
+void flush_lines(const char* base, std::int64_t lines) {
+  for (std::int64_t i = 0; i < lines; ++i) _mm_clflush(base + i * 64);
+}
+
+}  // namespace
+
+void OpRunner::flush(Pass pass) {
+  auto it = steps_.find(pass);
+  if (it == steps_.end()) return;
+  static const bool opt = has_clflushopt();
+  constexpr std::size_t LINE_BYTES = 64;
+  constexpr std::int64_t PARALLEL_FLUSH_LINES = 16384;  // 1 MiB: below it a thread team costs more than it saves
+  for (auto& step : it->second) {
+    for (auto& [arg, m] : step.args) {
+      const auto* base = static_cast<const char*>(m.get_data_handle());
+      const auto lines = static_cast<std::int64_t>((m.get_desc().get_size() + LINE_BYTES - 1) / LINE_BYTES);
+      // Large tensors are flushed by every thread, so the disturbance check (own CPU time against
+      // wall x threads) does not see a one-thread flush as lost CPU.
+      const int chunks = lines >= PARALLEL_FLUSH_LINES ? omp_get_max_threads() : 1;
+#pragma omp parallel for num_threads(chunks) schedule(static) if (chunks > 1)
+      for (int c = 0; c < chunks; ++c) {
+        const std::int64_t lo = lines * c / chunks, hi = lines * (c + 1) / chunks;
+        if (opt) flush_lines_opt(base + lo * 64, hi - lo);
+        else flush_lines(base + lo * 64, hi - lo);
+      }
+    }
+  }
+  _mm_mfence();  // every flush is complete before the timed run starts
 }
 
 std::string OpRunner::impl(Pass pass) const {

@@ -32,6 +32,9 @@ class OpRunner {
   bool has(Pass pass) const { return steps_.count(pass) > 0; }
   // Executes the primitives of one pass and waits for them.
   void run(Pass pass, dnnl::stream& stream);
+  // Writes back and drops every tensor of `pass` from all cache levels (clflush), so the next run
+  // reads them from memory, as a layer does inside a training step whose data outgrow the caches.
+  void flush(Pass pass);
   // oneDNN implementation names of a pass, e.g. "jit:avx512_core".
   std::string impl(Pass pass) const;
   std::int64_t bytes() const { return bytes_; }

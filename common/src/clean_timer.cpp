@@ -81,43 +81,53 @@ int online_cpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-TimingResult time_clean(const std::function<void()>& work, const CleanTimerOptions& options) {
+std::vector<TimingResult> time_clean_interleaved(const std::vector<std::function<void()>>& works,
+                                                 const CleanTimerOptions& options,
+                                                 const std::function<void(std::size_t)>& before_each) {
   check_options(options);
+  const std::size_t n = works.size();
   const int cpus = online_cpus();
   // /proc/stat counts in clock ticks per CPU: forgive one tick per CPU of quantisation per block.
   const double tick_allowance_s = clock_tick_s() * cpus;
 
-  // Warm-up, and a first estimate of one repeat to size the blocks.
-  double one_s = 0;
-  for (int i = 0; i < std::max(options.warmup, 1); ++i) {
+  const auto run_one = [&](std::size_t i) {
+    if (before_each) before_each(i);
     const auto start = Clock::now();
-    work();
-    one_s = seconds_since(start);
-  }
-  int repeats = options.min_repeats;
-  if (one_s > 0 && options.min_block_s > 0)
-    repeats = static_cast<int>(std::ceil(options.min_block_s / one_s));
-  repeats = std::clamp(repeats, options.min_repeats, options.max_repeats);
+    const double cpu_start = options.cpu_time ? process_cpu_s() : 0.0;
+    works[i]();
+    return options.cpu_time ? process_cpu_s() - cpu_start : seconds_since(start);
+  };
 
-  TimingResult result;
-  std::vector<double> kept;
-  std::vector<double> times(static_cast<std::size_t>(repeats));
-  for (int b = 0; b < options.max_blocks && result.blocks_kept < options.blocks; ++b) {
-    BlockSample block;
-    block.repeats = repeats;
+  // Warm-up rounds, and a first estimate of each piece's time to size its repeats per block.
+  std::vector<double> one_s(n, 0.0);
+  for (int w = 0; w < std::max(options.warmup, 1); ++w)
+    for (std::size_t i = 0; i < n; ++i) one_s[i] = run_one(i);
+  std::vector<int> repeats(n, options.min_repeats);
+  int rounds = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (one_s[i] > 0 && options.min_block_s > 0)
+      repeats[i] = static_cast<int>(std::ceil(options.min_block_s / one_s[i]));
+    repeats[i] = std::clamp(repeats[i], options.min_repeats, options.max_repeats);
+    rounds = std::max(rounds, repeats[i]);
+  }
+
+  std::vector<TimingResult> results(n);
+  std::vector<std::vector<double>> kept(n);
+  std::vector<std::vector<double>> times(n);
+  int blocks_kept = 0;
+  for (int b = 0; b < options.max_blocks && blocks_kept < options.blocks; ++b) {
+    for (auto& t : times) t.clear();
     const double busy0 = machine_busy_s();
     const double cpu0 = process_cpu_s();
     const auto block_start = Clock::now();
-    for (int r = 0; r < repeats; ++r) {
-      const auto start = Clock::now();
-      const double cpu_start = options.cpu_time ? process_cpu_s() : 0.0;
-      work();
-      times[static_cast<std::size_t>(r)] = options.cpu_time ? process_cpu_s() - cpu_start : seconds_since(start);
-    }
+    // Round r runs, in order, every piece that still needs a repeat: each finds what the others left.
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t i = 0; i < n; ++i)
+        if (r < repeats[i]) times[i].push_back(run_one(i));
+    BlockSample block;
     block.wall_s = seconds_since(block_start);
     const double own_s = process_cpu_s() - cpu0;
     const double busy1 = machine_busy_s();
-    block.median_s = median_of(times);
     block.own_cpu_ratio = block.wall_s > 0 ? own_s / (block.wall_s * options.threads) : 0;
     if (busy0 >= 0 && busy1 >= 0 && block.wall_s > 0) {
       const double other_s = std::max(0.0, (busy1 - busy0) - own_s - tick_allowance_s);
@@ -126,20 +136,34 @@ TimingResult time_clean(const std::function<void()>& work, const CleanTimerOptio
     block.clean = !options.check_disturbance ||
                   (block.own_cpu_ratio >= options.min_own_cpu_ratio &&
                    block.other_busy_fraction < options.max_other_busy_fraction);
-    if (block.clean) {
-      ++result.blocks_kept;
-      kept.push_back(block.median_s);
-    } else {
-      ++result.blocks_rejected;
+    if (block.clean) ++blocks_kept;
+    for (std::size_t i = 0; i < n; ++i) {
+      BlockSample piece = block;
+      piece.repeats = repeats[i];
+      piece.median_s = median_of(times[i]);
+      if (block.clean) {
+        ++results[i].blocks_kept;
+        kept[i].push_back(piece.median_s);
+      } else {
+        ++results[i].blocks_rejected;
+      }
+      results[i].blocks.push_back(piece);
     }
-    result.blocks.push_back(block);
   }
-  if (!kept.empty()) {
-    result.median_s = median_of(kept);
-    const auto [lo, hi] = std::minmax_element(kept.begin(), kept.end());
-    result.spread = result.median_s > 0 ? (*hi - *lo) / result.median_s : 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (kept[i].empty()) continue;
+    results[i].median_s = median_of(kept[i]);
+    const auto [lo, hi] = std::minmax_element(kept[i].begin(), kept[i].end());
+    results[i].spread = results[i].median_s > 0 ? (*hi - *lo) / results[i].median_s : 0;
   }
-  return result;
+  return results;
+}
+
+TimingResult time_clean(const std::function<void()>& work, const CleanTimerOptions& options,
+                        const std::function<void()>& before_each) {
+  std::function<void(std::size_t)> before;
+  if (before_each) before = [&](std::size_t) { before_each(); };
+  return time_clean_interleaved({work}, options, before).front();
 }
 
 }  // namespace dtsim

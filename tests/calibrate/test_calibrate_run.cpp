@@ -118,9 +118,14 @@ TEST_CASE("calibrate::Calibrate: the full step and the sum of its calibrated par
   t.max_blocks = 1;
   t.min_block_s = 0;
   t.check_disturbance = false;
-  const auto full = calibrate::time_full_step_onednn(tiny(10), 1, t);
-  CHECK(full.clean());
-  CHECK(full.median_s > 0);
+  const auto check = calibrate::check_step_onednn(tiny(10), 1, 2, t);
+  REQUIRE(check.rounds.size() == 2);
+  CHECK(check.rounds_rejected == 0);
+  CHECK(check.median_step_s() > 0);
+  CHECK(check.median_sum_s() > 0);
+  CHECK(check.min_ratio() <= check.median_ratio());
+  CHECK(check.median_ratio() <= check.max_ratio());
+  CHECK_THROWS_AS(calibrate::check_step_onednn(tiny(10), 1, 0, t), dtsim::InputError);
   std::remove(db_path.c_str());
 }
 

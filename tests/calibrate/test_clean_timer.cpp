@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "common/clean_timer.hpp"
 #include "common/errors.hpp"
@@ -90,4 +91,29 @@ TEST_CASE("calibrate::CleanTimer: CPU-time mode measures the work's own CPU time
   CHECK(r.median_s == Approx(0.003).epsilon(0.3));
   o.threads = 2;
   CHECK_THROWS_AS(dtsim::time_clean([] {}, o), dtsim::InputError);
+}
+
+TEST_CASE("calibrate::CleanTimer: interleaved pieces get their own medians, each after its before_each",
+          "[calibrate]") {
+  dtsim::CleanTimerOptions o;
+  o.blocks = 2;
+  o.min_block_s = 0.01;
+  o.check_disturbance = false;
+  std::vector<std::size_t> order;
+  const auto r = dtsim::time_clean_interleaved({[] { spin_cpu(0.001); }, [] { spin_cpu(0.004); }}, o,
+                                               [&](std::size_t i) { order.push_back(i); });
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].blocks_kept == 2);
+  CHECK(r[1].blocks_kept == 2);
+  CHECK(r[0].median_s >= 0.001);
+  CHECK(r[1].median_s >= 0.004);
+  CHECK(r[1].median_s > r[0].median_s);
+  // Repeats are sized per piece: 10 ms blocks need more repeats of the 1 ms piece.
+  CHECK(r[0].blocks[0].repeats > r[1].blocks[0].repeats);
+  // Warm-up round first, then the pieces alternate while both still need repeats.
+  REQUIRE(order.size() >= 4);
+  CHECK(order[0] == 0);
+  CHECK(order[1] == 1);
+  CHECK(order[2] == 0);
+  CHECK(order[3] == 1);
 }

@@ -30,6 +30,7 @@ dtsim::calibrate::HostInfo test_host(int threads) {
   h.isa = "avx512_core";
   h.library_version = "oneDNN 2.6.3";
   h.threads = threads;
+  h.cache_state = "tensors flushed";
   h.core_peak_flops = 1e11;
   h.mem_bandwidth_Bps = 1e10;
   return h;
@@ -79,6 +80,7 @@ TEST_CASE("calibrate::CalibrationDb: save then load reproduces every field", "[c
   REQUIRE(h);
   CHECK(h->core_peak_flops == 1e11);
   CHECK(h->mem_bandwidth_Bps == 1e10);
+  CHECK(h->cache_state == "tensors flushed");
   // No temporary file is left behind by the atomic save.
   for (const auto& f : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
     CHECK(f.path().string().find(path + ".tmp") == std::string::npos);
@@ -95,10 +97,11 @@ TEST_CASE("calibrate::CalibrationDb: a corrupt file is an InputError naming the 
   const std::string path = temp_path("corrupt.json");
   const std::vector<std::string> bad = {
       "{not json",
-      R"({"format": "something-else", "version": 1, "hosts": []})",
-      R"({"format": "dtsim-calibration", "version": 1, "hosts": [{"backend": "onednn"}]})",
-      R"({"format": "dtsim-calibration", "version": 1, "hosts": [{"backend": "onednn", "device_model": "x",
-          "isa": "y", "library_version": "z", "threads": 2, "core_peak_flops": 1, "mem_bandwidth_Bps": 1,
+      R"({"format": "something-else", "version": 2, "hosts": []})",
+      R"({"format": "dtsim-calibration", "version": 2, "hosts": [{"backend": "onednn"}]})",
+      R"({"format": "dtsim-calibration", "version": 2, "hosts": [{"backend": "onednn", "device_model": "x",
+          "isa": "y", "library_version": "z", "threads": 2, "cache_state": "c", "core_peak_flops": 1,
+          "mem_bandwidth_Bps": 1,
           "entries": {"s": {"fwd": {"status": "measured", "time_s": -1, "spread": 0, "blocks_kept": 1,
           "blocks_rejected": 0, "flops": 1, "bytes": 1, "impl": "", "op": "relu"}}}}]})",
   };
@@ -115,5 +118,25 @@ TEST_CASE("calibrate::CalibrationDb: a corrupt file is an InputError naming the 
     }
     CHECK(read_all(path) == text);  // untouched
   }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("calibrate::CalibrationDb: a version 1 (warm-cache) database is refused with the reason", "[calibrate]") {
+  const std::string path = temp_path("version1.json");
+  const std::string text = R"({"format": "dtsim-calibration", "version": 1, "hosts": []})";
+  {
+    std::ofstream out(path);
+    out << text;
+  }
+  try {
+    dtsim::calibrate::CalibrationDb::load(path);
+    FAIL("expected an InputError for a version 1 database");
+  } catch (const dtsim::InputError& e) {
+    const std::string what = e.what();
+    CHECK(what.find(path) != std::string::npos);
+    CHECK(what.find("$.version") != std::string::npos);
+    CHECK(what.find("warm caches") != std::string::npos);
+  }
+  CHECK(read_all(path) == text);
   std::remove(path.c_str());
 }
