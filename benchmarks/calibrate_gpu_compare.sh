@@ -12,9 +12,10 @@ import json, sys
 j = json.load(sys.stdin)
 model, device, batch, pub = sys.argv[1:5]
 pred = j["samples_per_s"]
+fwd_ms, bwd_ms, cov = j["per_sample_fwd_s"] * 1e3, j["per_sample_bwd_s"] * 1e3, j["coverage"] * 100
 print(f"{model:13} {device:12} batch {batch:>3}  predicted {pred:7.1f} img/s  published {float(pub):6.1f} img/s  "
-      f"predicted/published {pred/float(pub):.2f}  per-sample fwd {j[\"per_sample_fwd_s\"]*1e3:.2f} ms "
-      f"bwd {j[\"per_sample_bwd_s\"]*1e3:.2f} ms  coverage {j[\"coverage\"]*100:.0f}%")' "$@"
+      f"predicted/published {pred/float(pub):.2f}  per-sample fwd {fwd_ms:.2f} ms "
+      f"bwd {bwd_ms:.2f} ms  coverage {cov:.0f}%")' "$@"
 }
 report inception_v3 p100-pcie 64 138.23
 report inception_v3 p100-sxm2 64 138.23
