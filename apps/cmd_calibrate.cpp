@@ -26,6 +26,7 @@ struct CalibrateArgs {
   std::string model;
   int batch = 32;
   int threads = 0;
+  int instances = 1;
   std::string backend = "onednn";
   std::string db;
   bool quiet = false;
@@ -80,6 +81,7 @@ void run_calibrate(const CalibrateArgs& a) {
   const models::Model m = load(a.model, a.batch);
   calibrate::CalibrateOptions o;
   o.threads = a.threads;
+  o.instances = a.instances;
   o.backend = a.backend;
   o.db_path = a.db;
   if (!a.quiet) o.progress = show_progress;
@@ -216,6 +218,10 @@ const CommandRegistrar registrar("calibrate", 30, [](CLI::App& root) {
   cmd->add_option("--model", args->model, "zoo model name or YAML model file");
   cmd->add_option("--batch", args->batch, "batch size (per worker)")->capture_default_str();
   cmd->add_option("--threads", args->threads, "oneDNN threads (0 = every CPU)")->capture_default_str();
+  cmd->add_option("--instances", args->instances,
+                  "co-run calibration: copies of the work running at once, each with --threads threads (measures "
+                  "how busy neighbour cores slow a process)")
+      ->capture_default_str();
   cmd->add_option("--backend", args->backend, "onednn or cudnn")->capture_default_str();
   cmd->add_option("--db", args->db, "calibration database (default: $DTSIM_CALIBRATION_DB or calibrate/data/calibration.json)");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");

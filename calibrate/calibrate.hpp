@@ -23,6 +23,9 @@ struct CalibrateProgress {
 
 struct CalibrateOptions {
   int threads = 0;                  // oneDNN threads; 0 = every online CPU
+  // Co-run calibration: this many copies of the work run at once, each with `threads` threads, and
+  // copy 0 is timed while the others keep their cores busy with the same passes. 1 = alone.
+  int instances = 1;
   std::string backend = "onednn";   // "onednn" or "cudnn"
   std::string db_path;              // empty = default_db_path()
   CleanTimerOptions timer;          // its `threads` is set from `threads`
@@ -41,8 +44,9 @@ struct CalibrateSummary {
   double wall_s = 0;
 };
 
-// The database key parts of this machine for `backend` at `threads` (CPU model, ISA, library).
-HostInfo current_host(const std::string& backend, int threads);
+// The database key parts of this machine for `backend` at `threads` x `instances` (CPU model, ISA,
+// library).
+HostInfo current_host(const std::string& backend, int threads, int instances = 1);
 
 // Calibrates `model` (at its batch) and returns what was done. The database is loaded first (a
 // corrupt one is an InputError and is left untouched) and saved atomically after every item.

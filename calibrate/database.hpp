@@ -15,13 +15,16 @@ struct HostInfo {
   std::string isa;                  // ISA oneDNN dispatched ("avx512_core_amx"), or "sm_80" for GPUs
   std::string library_version;      // "oneDNN 2.6.3" / "cuDNN 9.19.0"
   int threads = 0;                  // CPU threads the primitives were created with (0 for GPUs)
+  // Copies of the work that ran at once, each with `threads` threads (co-run calibration): 1 = alone.
+  // With 2+ instances the timings say how much busy neighbour cores slow a process (device_model).
+  int instances = 1;
   // Cache state before each timed repeat: "private caches evicted" (oneDNN: L1d+L2 of each core),
   // "L2 flushed" (cuDNN). Recorded for the reader; docs/calibration.md says why.
   std::string cache_state;
   // Figures of the host at calibration time (copied from the "host" device), for the roofline.
   double core_peak_flops = 0;       // FP32 peak of one core (clock x SIMD lanes x FMA units x 2)
   double mem_bandwidth_Bps = 0;     // memory bandwidth available to the process
-  // The database key: "onednn|<model>|<isa>|<version>|threads=<n>".
+  // The database key: "onednn|<model>|<isa>|<version>|threads=<n>", plus "|instances=<k>" when k > 1.
   std::string key() const;
 };
 

@@ -19,8 +19,12 @@ struct HostModel {
   std::map<std::string, double> class_efficiency;
   // Per class: a high percentile (90th) of the host efficiency, the reference "best shape" for GPUs.
   std::map<std::string, double> class_best_efficiency;
-  // Per class: Amdahl parallel fraction fitted from 1-thread vs host.threads-thread timings.
+  // Per class: Amdahl parallel fraction fitted from 1-thread vs host.threads-thread timings, after
+  // removing the co-run slowdown (what busy neighbour cores cost, not the software's serial part).
   std::map<std::string, double> parallel_fraction;
+  // Per class: time of a 1-thread pass with every other core running the same work / alone
+  // (calibrate --threads 1 --instances T). Absent: 1 (no co-run calibration).
+  std::map<std::string, double> corun_slowdown;
   // Batch-free signature + "|" + pass -> (batch, efficiency) of every measured batch (batch scaling rule).
   std::map<std::string, std::map<std::int64_t, double>> by_shape;
   bool has_host() const { return host.threads > 0 || !host.device_model.empty(); }

@@ -16,8 +16,8 @@ all_threads="$(nproc)"
 # resnet101/152 share every shape with resnet50: they cost only their update step.
 main_set=(lenet5:64 resnet20:64 resnet18:32 alexnet:32 resnet50:32 resnet101:32 resnet152:32
           inception_v3:32 inception_v4:32 vgg16:16 resnet50:16 resnet50:64)
-# model:batch pairs at 1 thread: the Amdahl threads-per-process fit (device model) needs the same
-# shapes at 1 thread and at all threads.
+# model:batch pairs at 1 thread, alone and as co-run copies: the threads-per-process fit (device
+# model) needs the same shapes at 1 thread, at all threads, and at 1 thread with every core busy.
 fit_set=(lenet5:64 resnet18:32 resnet50:32)
 if [[ "${1:-}" == "--quick" ]]; then
   main_set=(lenet5:64 resnet18:32 resnet50:32)
@@ -33,5 +33,11 @@ run() {  # threads model:batch
 for mb in "${main_set[@]}"; do run "$all_threads" "$mb"; done
 if (( all_threads > 1 )); then
   for mb in "${fit_set[@]}"; do run 1 "$mb"; done
+  # The same shapes as $all_threads single-thread copies at once: the co-run slowdown that separates
+  # shared-hardware loss from the software's serial fraction (docs/calibration.md, section 4).
+  for mb in "${fit_set[@]}"; do
+    echo "== ${mb%%:*} batch ${mb##*:}, 1 thread x $all_threads co-run copies"
+    "$dtsim" calibrate --model "${mb%%:*}" --batch "${mb##*:}" --threads 1 --instances "$all_threads" --db "$db" --quiet
+  done
 fi
 echo "calibrate-host: done in $(( $(date +%s) - start )) s; database $db"

@@ -6,9 +6,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "calibrate/device_model.hpp"
 #include "calibrate/op_signature.hpp"
@@ -32,7 +36,7 @@ constexpr int MAX_THREADS = 1024;
 // Calibration times the passes of consecutive layers interleaved, each repeat after the others ran,
 // so each finds the TLBs, branch predictors and instruction caches that other kernels left, as in a
 // training step. A window holds at most this many passes and stops growing past this many bytes of
-// tensors (one larger layer still forms a window of its own).
+// the passes' minimum traffic (one larger layer still forms a window of its own).
 constexpr std::size_t WINDOW_PASSES = 32;
 constexpr std::int64_t WINDOW_BYTES = std::int64_t{512} << 20;
 
@@ -65,12 +69,40 @@ struct Item {
   const models::Layer* layer = nullptr;  // null for the update
 };
 
+// The runners of one calibration window: one per signature, shared by that signature's passes.
+class Window {
+ public:
+  Window(const dnnl::engine& engine, const std::vector<const Item*>& items, std::int64_t params,
+         std::int64_t max_bytes)
+      : items_(items) {
+    for (const Item* item : items) {
+      if (by_item_.empty() || items_[by_item_.size() - 1]->signature != item->signature)
+        runners_.push_back(item->layer ? std::make_unique<OpRunner>(engine, *item->layer, max_bytes)
+                                       : std::make_unique<OpRunner>(engine, params, max_bytes));
+      by_item_.push_back(runners_.back().get());
+    }
+  }
+  std::size_t size() const { return items_.size(); }
+  void flush(std::size_t i) { by_item_[i]->flush(items_[i]->pass); }
+  void run(std::size_t i, dnnl::stream& stream, bool flush_first) {
+    if (flush_first) flush(i);
+    by_item_[i]->run(items_[i]->pass, stream);
+  }
+  std::string impl(std::size_t i) const { return by_item_[i]->impl(items_[i]->pass); }
+
+ private:
+  std::vector<const Item*> items_;
+  std::vector<std::unique_ptr<OpRunner>> runners_;
+  std::vector<OpRunner*> by_item_;
+};
+
 }  // namespace
 
-HostInfo current_host(const std::string& backend, int threads) {
+HostInfo current_host(const std::string& backend, int threads, int instances) {
   HostInfo h;
   h.backend = backend;
   h.threads = threads;
+  h.instances = instances;
   const platforms::Device* dev = platforms::DeviceCatalog::builtin().by_name_or_null("host");
   if (!dev) throw Failure("device catalog has no 'host' entry: cannot describe the calibration host");
   h.device_model = dev->cpu_model.empty() ? dev->description : dev->cpu_model;
@@ -96,13 +128,17 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
 #endif
   }
   const int threads = resolve_threads(options.threads);
+  if (options.instances < 1 || threads * options.instances > online_cpus())
+    throw InputError(fmt::format("--instances must be in 1..{} for {} thread(s) each: co-run copies need a CPU per "
+                                 "thread, got {}",
+                                 std::max(online_cpus() / threads, 1), threads, options.instances));
   CalibrateSummary summary;
   summary.db_path = options.db_path.empty() ? default_db_path() : options.db_path;
   CalibrationDb db = CalibrationDb::load(summary.db_path);  // a corrupt file stops here, untouched
 
   // oneDNN fixes the thread count when a primitive is created: set it first.
   omp_set_num_threads(threads);
-  const HostInfo host = current_host("onednn", threads);
+  const HostInfo host = current_host("onednn", threads, options.instances);
   summary.host_key = host.key();
 
   std::vector<Item> items;
@@ -120,7 +156,7 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
   summary.items = static_cast<int>(items.size());
 
   CleanTimerOptions timer = options.timer;
-  timer.threads = threads;
+  timer.threads = threads * options.instances;  // the co-run copies are this process's threads too
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
 
@@ -140,39 +176,72 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
     }
   }
 
-  // Windows of consecutive layers are built together and their passes timed interleaved (see
-  // time_one_window); each window is saved when done, so an interrupt loses at most the current one.
+  // Windows of consecutive layers are built together and their passes timed interleaved; each
+  // window is saved when done, so an interrupt loses at most the current one.
   std::size_t next = 0;
   while (next < pending.size()) {
-    std::vector<std::unique_ptr<OpRunner>> runners;
-    std::vector<std::pair<const Item*, OpRunner*>> window;
-    std::int64_t bytes = 0;
-    while (next < pending.size() && (window.empty() || (bytes < WINDOW_BYTES && window.size() < WINDOW_PASSES))) {
-      const Item* item = pending[next];
-      if (runners.empty() || window.back().first->signature != item->signature) {
-        if (!window.empty() && bytes >= WINDOW_BYTES) break;
-        runners.push_back(item->layer ? std::make_unique<OpRunner>(engine, *item->layer, options.max_bytes)
-                                      : std::make_unique<OpRunner>(engine, params, options.max_bytes));
-        bytes += runners.back()->bytes();
+    std::vector<const Item*> items_of_window;
+    {
+      std::int64_t bytes = 0;
+      std::string last_sig;
+      while (next < pending.size() &&
+             (items_of_window.empty() || (bytes < WINDOW_BYTES && items_of_window.size() < WINDOW_PASSES))) {
+        const Item* item = pending[next];
+        if (item->signature != last_sig) {
+          // Estimate from the layer's work (the runner is not built yet): enough to bound windows.
+          const PassWork w = item->layer ? pass_work(*item->layer, item->pass) : update_work(params);
+          if (!items_of_window.empty() && bytes >= WINDOW_BYTES) break;
+          bytes += static_cast<std::int64_t>(w.bytes);
+          last_sig = item->signature;
+        }
+        items_of_window.push_back(item);
+        ++next;
       }
-      window.emplace_back(item, runners.back().get());
-      ++next;
     }
-    std::vector<std::function<void()>> works;
-    for (const auto& [item, runner] : window) works.emplace_back([&, item = item, runner = runner] {
-      runner->run(item->pass, stream);
-    });
-    const std::vector<TimingResult> results =
-        time_clean_interleaved(works, timer, [&](std::size_t i) { window[i].second->flush(window[i].first->pass); });
-    for (std::size_t i = 0; i < window.size(); ++i) {
-      const Item& item = *window[i].first;
-      const PassEntry entry = timed_entry(results[i], item.layer, item.pass, params, window[i].second->impl(item.pass));
+    Window main(engine, items_of_window, params, options.max_bytes);
+    // Co-run copies: each thread builds its own primitives (after setting its thread count) and
+    // runs the window's passes, flushes included, until the timing is over.
+    std::atomic<bool> stop{false};
+    std::atomic<int> ready{0};
+    std::vector<std::thread> neighbours;
+    std::exception_ptr neighbour_error;
+    std::mutex error_mutex;
+    for (int k = 1; k < options.instances; ++k) {
+      neighbours.emplace_back([&] {
+        try {
+          omp_set_num_threads(threads);
+          const dnnl::engine own_engine(dnnl::engine::kind::cpu, 0);
+          dnnl::stream own_stream(own_engine);
+          Window copy(own_engine, items_of_window, params, options.max_bytes);
+          ++ready;
+          while (!stop.load())
+            for (std::size_t i = 0; i < copy.size() && !stop.load(); ++i) copy.run(i, own_stream, true);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          neighbour_error = std::current_exception();
+          ++ready;
+        }
+      });
+    }
+    while (ready.load() < options.instances - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::vector<TimingResult> results;
+    if (!neighbour_error) {
+      std::vector<std::function<void()>> works;
+      for (std::size_t i = 0; i < main.size(); ++i) works.emplace_back([&, i] { main.run(i, stream, false); });
+      results = time_clean_interleaved(works, timer, [&](std::size_t i) { main.flush(i); });
+    }
+    stop = true;
+    for (auto& t : neighbours) t.join();
+    if (neighbour_error) std::rethrow_exception(neighbour_error);
+    for (std::size_t i = 0; i < main.size(); ++i) {
+      const Item& item = *items_of_window[i];
+      const PassEntry entry = timed_entry(results[i], item.layer, item.pass, params, main.impl(i));
       db.put(host, item.signature, std::string(to_string(item.pass)), entry);
       if (results[i].clean()) ++summary.timed;
       else ++summary.disturbed;
     }
     db.save(summary.db_path);  // every finished window is on disk
-    for (std::size_t i = 0; i < window.size(); ++i) report(*window[i].first, false, results[i].clean());
+    for (std::size_t i = 0; i < main.size(); ++i) report(*items_of_window[i], false, results[i].clean());
   }
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

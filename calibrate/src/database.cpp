@@ -63,6 +63,7 @@ json host_to_json(const HostInfo& h) {
               {"isa", h.isa},
               {"library_version", h.library_version},
               {"threads", h.threads},
+              {"instances", h.instances},
               {"cache_state", h.cache_state},
               {"core_peak_flops", h.core_peak_flops},
               {"mem_bandwidth_Bps", h.mem_bandwidth_Bps}};
@@ -78,7 +79,8 @@ json entry_to_json(const PassEntry& e) {
 }  // namespace
 
 std::string HostInfo::key() const {
-  return fmt::format("{}|{}|{}|{}|threads={}", backend, device_model, isa, library_version, threads);
+  const std::string base = fmt::format("{}|{}|{}|{}|threads={}", backend, device_model, isa, library_version, threads);
+  return instances > 1 ? fmt::format("{}|instances={}", base, instances) : base;
 }
 
 CalibrationDb CalibrationDb::load(const std::string& path) {
@@ -117,6 +119,8 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
     data.info.isa = r.str(h, hw, "isa");
     data.info.library_version = r.str(h, hw, "library_version");
     data.info.threads = r.integer(h, hw, "threads");
+    data.info.instances = r.integer(h, hw, "instances");
+    if (data.info.instances < 1) r.fail(hw + ".instances", "expected an integer >= 1");
     data.info.cache_state = r.str(h, hw, "cache_state");
     data.info.core_peak_flops = r.num(h, hw, "core_peak_flops", 0);
     data.info.mem_bandwidth_Bps = r.num(h, hw, "mem_bandwidth_Bps", 0);

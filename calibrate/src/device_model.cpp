@@ -103,7 +103,7 @@ HostModel fit_host_model(const CalibrationDb& db) {
   const HostInfo* best = nullptr;
   std::size_t best_n = 0;
   for (const auto& h : hosts) {
-    if (h.backend != "onednn") continue;
+    if (h.backend != "onednn" || h.instances != 1) continue;
     const std::size_t n = db.entries(h.key()).size();
     if (!best || n > best_n || (n == best_n && h.threads > best->threads)) {
       best = &h;
@@ -125,27 +125,42 @@ HostModel fit_host_model(const CalibrationDb& db) {
   }
   for (auto& [k, v] : per_class_pass) model.class_efficiency[k] = quantile(v, 0.5);
   for (auto& [k, v] : per_class) model.class_best_efficiency[k] = quantile(v, BEST_PERCENTILE);
+  if (best->threads <= 1) return model;
 
-  // Amdahl fit: same host and library at 1 thread vs best->threads threads, shape by shape.
-  if (best->threads > 1) {
-    for (const auto& h : hosts) {
-      if (h.backend != best->backend || h.device_model != best->device_model || h.isa != best->isa ||
-          h.library_version != best->library_version || h.threads != 1)
-        continue;
-      std::map<std::string, std::vector<double>> fractions;
-      const double t = best->threads;
-      for (const auto& [sig, passes] : db.entries(h.key())) {
-        for (const auto& [pass, e1] : passes) {
-          const PassEntry* en = db.find(best->key(), sig, pass);
-          if (!en || en->status != EntryStatus::MEASURED || e1.status != EntryStatus::MEASURED) continue;
-          const double speedup = e1.time_s / en->time_s;
-          const double p = (1.0 - 1.0 / speedup) / (1.0 - 1.0 / t);
-          fractions[class_of_op_name(e1.op)].push_back(std::clamp(p, 0.0, 1.0));
+  // Same host and library at 1 thread, alone and (when calibrated) as `best->threads` co-run copies.
+  const auto same_machine = [&](const HostInfo& h, int instances) {
+    return h.backend == best->backend && h.device_model == best->device_model && h.isa == best->isa &&
+           h.library_version == best->library_version && h.threads == 1 && h.instances == instances;
+  };
+  const HostInfo* alone = nullptr;
+  const HostInfo* corun = nullptr;
+  for (const auto& h : hosts) {
+    if (same_machine(h, 1)) alone = &h;
+    if (same_machine(h, best->threads)) corun = &h;
+  }
+  if (!alone) return model;
+  const double t = best->threads;
+  std::map<std::string, std::vector<double>> fractions, slowdowns;
+  for (const auto& [sig, passes] : db.entries(alone->key())) {
+    for (const auto& [pass, e1] : passes) {
+      const PassEntry* en = db.find(best->key(), sig, pass);
+      if (!en || en->status != EntryStatus::MEASURED || e1.status != EntryStatus::MEASURED) continue;
+      const std::string cls = class_of_op_name(e1.op);
+      // Co-run slowdown: one thread's pass while every other core runs the same work. It is the share
+      // of the T-thread loss that comes from shared hardware, not from the software's serial part.
+      double slowdown = 1.0;
+      if (corun)
+        if (const PassEntry* ec = db.find(corun->key(), sig, pass); ec && ec->status == EntryStatus::MEASURED) {
+          slowdown = std::max(1.0, ec->time_s / e1.time_s);
+          slowdowns[cls].push_back(slowdown);
         }
-      }
-      for (auto& [cls, v] : fractions) model.parallel_fraction[cls] = quantile(v, 0.5);
+      const double speedup = e1.time_s * slowdown / en->time_s;
+      const double p = (1.0 - 1.0 / speedup) / (1.0 - 1.0 / t);
+      fractions[cls].push_back(std::clamp(p, 0.0, 1.0));
     }
   }
+  for (auto& [cls, v] : fractions) model.parallel_fraction[cls] = quantile(v, 0.5);
+  for (auto& [cls, v] : slowdowns) model.corun_slowdown[cls] = quantile(v, 0.5);
   return model;
 }
 
@@ -193,10 +208,16 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
   const double host_threads = std::max(model.host.threads, 1);
   const double amdahl_host = (1 - p) + p / host_threads;
   const double amdahl_target = (1 - p) + p / n;
+  // Shared-hardware slowdown: the host's efficiency was measured with every core busy; a node whose
+  // workers leave cores idle runs faster, by up to the measured co-run slowdown when nearly idle.
+  double slowdown = 1.0;
+  if (auto it = model.corun_slowdown.find(cls); it != model.corun_slowdown.end()) slowdown = std::max(it->second, 1.0);
+  const double busy = std::min(1.0, static_cast<double>(n) * std::max(placement.workers_per_node, 1) / node_cores);
+  const double contention = 1.0 - (1.0 - 1.0 / slowdown) * (1.0 - busy);
   if (host_compute_bound) {
     // Single-core efficiency implied by the host's T-thread efficiency, then Amdahl at n threads.
     const double e1 = std::min(MAX_EFFICIENCY, eff * host_threads * amdahl_host);
-    const double compute_s = work.flops / (core_peak * e1) * amdahl_target;
+    const double compute_s = work.flops / (core_peak * e1) * amdahl_target * contention;
     return overhead + std::max(compute_s, work.bytes / bw_share);
   }
   const double memory_s = work.bytes / (bw_share * eff);

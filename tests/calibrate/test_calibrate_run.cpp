@@ -197,3 +197,22 @@ TEST_CASE("calibrate::Cudnn: without a GPU (or without cuDNN) the cuDNN backend 
   }
   std::remove(o.db_path.c_str());
 }
+
+TEST_CASE("calibrate::Calibrate: co-run copies are timed under their own host key", "[calibrate]") {
+  const std::string db_path = temp_path("corun.json");
+  std::remove(db_path.c_str());
+  auto o = fast_options(db_path);
+  o.threads = 1;
+  o.instances = 1000;
+  CHECK_THROWS_AS(calibrate::calibrate_model(tiny(10), o), dtsim::InputError);
+  if (dtsim::online_cpus() >= 2) {
+    o.instances = 2;
+    const auto s = calibrate::calibrate_model(tiny(10), o);
+    CHECK(s.host_key.find("|threads=1|instances=2") != std::string::npos);
+    CHECK(s.timed + s.disturbed == s.items);
+    const auto db = calibrate::CalibrationDb::load(db_path);
+    REQUIRE(db.host_or_null(s.host_key) != nullptr);
+    CHECK(db.host_or_null(s.host_key)->instances == 2);
+  }
+  std::remove(db_path.c_str());
+}

@@ -146,3 +146,69 @@ TEST_CASE("calibrate::Profile: anchoring scales the step to the measured through
   o.workers_per_node = 0;
   CHECK_THROWS_AS(calibrate::build_profile(model, test_gpu(), o), InputError);
 }
+
+TEST_CASE("calibrate::DeviceModel: the co-run slowdown is taken out of the Amdahl fit", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  const auto host = [](int threads, int instances) {
+    HostInfo h;
+    h.device_model = "Test CPU";
+    h.isa = "avx512_core";
+    h.library_version = "oneDNN 2.6.3";
+    h.threads = threads;
+    h.instances = instances;
+    h.core_peak_flops = 100e9;
+    h.mem_bandwidth_Bps = 10e9;
+    return h;
+  };
+  const auto entry = [](double time_s) {
+    PassEntry e;
+    e.time_s = time_s;
+    e.blocks_kept = 3;
+    e.flops = 1e9;
+    e.bytes = 1e6;
+    e.op = "conv2d";
+    return e;
+  };
+  const std::string sig = "conv2d src=8x64x28x28 dst=8x64x28x28 k=3x3";
+  CalibrationDb db;
+  db.put(host(2, 1), sig, "fwd", entry(0.6));  // 2 threads: 1.67x faster than 1 thread alone
+  db.put(host(1, 1), sig, "fwd", entry(1.0));
+  db.put(host(1, 2), sig, "fwd", entry(1.2));  // 1 thread beside a busy copy: 1.2x slower
+  // More entries on the co-run host must not make it the reference host.
+  db.put(host(1, 2), "relu src=8x64x28x28", "fwd", entry(0.1));
+  db.put(host(1, 2), "relu src=8x64x28x30", "fwd", entry(0.1));
+  const HostModel m = fit_host_model(db);
+  CHECK(m.host.threads == 2);
+  CHECK(m.host.instances == 1);
+  // Without the co-run: p = (1 - 0.6) / (1 - 1/2) = 0.8. With it: speedup 1.0 * 1.2 / 0.6 = 2, p = 1.
+  REQUIRE(m.parallel_fraction.count("conv") == 1);
+  CHECK(m.parallel_fraction.at("conv") == Approx(1.0));
+  REQUIRE(m.corun_slowdown.count("conv") == 1);
+  CHECK(m.corun_slowdown.at("conv") == Approx(1.2));
+
+  CalibrationDb no_corun;
+  no_corun.put(host(2, 1), sig, "fwd", entry(0.6));
+  no_corun.put(host(1, 1), sig, "fwd", entry(1.0));
+  const HostModel plain = fit_host_model(no_corun);
+  CHECK(plain.parallel_fraction.at("conv") == Approx(0.8));
+  CHECK(plain.corun_slowdown.empty());
+}
+
+TEST_CASE("calibrate::DeviceModel: idle neighbour cores take back the co-run slowdown", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  HostModel m = host_model(2);
+  m.parallel_fraction["conv"] = 1.0;
+  m.corun_slowdown["conv"] = 1.25;
+  const PassWork w{1e9, 1e3};
+  const double o = op_overhead_s(test_cpu());
+  WorkerPlacement alone;
+  alone.threads = 1;
+  alone.workers_per_node = 1;  // 1 of 4 cores busy
+  WorkerPlacement full = alone;
+  full.workers_per_node = 4;  // every core busy: the host's measured efficiency as is
+  const double t_full = predict_pass_s(m, OpClass::CONV, w, 0.5, true, test_cpu(), full) - o;
+  const double t_alone = predict_pass_s(m, OpClass::CONV, w, 0.5, true, test_cpu(), alone) - o;
+  CHECK(t_full == Approx(1e9 / (64e9 * 0.5)).epsilon(1e-9));
+  // busy = 1/4: factor 1 - (1 - 1/1.25) * (1 - 1/4) = 0.85.
+  CHECK(t_alone == Approx(0.85 * t_full).epsilon(1e-9));
+}
