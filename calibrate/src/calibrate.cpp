@@ -223,15 +223,25 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
         }
       });
     }
-    while (ready.load() < options.instances - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Whatever happens below, the copies are stopped and joined before this window ends.
+    struct Joiner {
+      std::atomic<bool>& stop;
+      std::vector<std::thread>& threads;
+      ~Joiner() {
+        stop = true;
+        for (auto& t : threads) t.join();
+      }
+    };
     std::vector<TimingResult> results;
-    if (!neighbour_error) {
-      std::vector<std::function<void()>> works;
-      for (std::size_t i = 0; i < main.size(); ++i) works.emplace_back([&, i] { main.run(i, stream, false); });
-      results = time_clean_interleaved(works, timer, [&](std::size_t i) { main.flush(i); });
+    {
+      const Joiner joiner{stop, neighbours};
+      while (ready.load() < options.instances - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!neighbour_error) {
+        std::vector<std::function<void()>> works;
+        for (std::size_t i = 0; i < main.size(); ++i) works.emplace_back([&, i] { main.run(i, stream, false); });
+        results = time_clean_interleaved(works, timer, [&](std::size_t i) { main.flush(i); });
+      }
     }
-    stop = true;
-    for (auto& t : neighbours) t.join();
     if (neighbour_error) std::rethrow_exception(neighbour_error);
     for (std::size_t i = 0; i < main.size(); ++i) {
       const Item& item = *items_of_window[i];
