@@ -26,6 +26,7 @@ struct Device {
   std::string source;        // where the figures come from
   // Additions (platforms engineer): stated assumptions, per-figure sources, host-resolved facts.
   std::string assumptions;                         // figures that are assumed, and why
+  std::vector<std::string> aliases;                // short names the CLI also accepts ("p100")
   std::map<std::string, std::string> figure_sources;  // field name -> source, where it has its own
   std::string cpu_model;     // `host` only: the /proc/cpuinfo model name
   std::string isa;           // CPUs: "avx512", "avx2", "avx", "sse" (from the SIMD width or cpuinfo)

@@ -111,7 +111,7 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   yaml::check_keys(entry,
                    {"name", "kind", "description", "peak_flops", "mem_bandwidth_Bps", "mem_capacity_B", "cores",
                     "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "source", "assumptions",
-                    "resolve"},
+                    "resolve", "aliases"},
                    origin, "device");
   Device d;
   d.name = yaml::required<std::string>(entry, "name", origin, "device");
@@ -125,6 +125,15 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   d.source = yaml::required<std::string>(entry, "source", origin, context);
   if (d.source.empty()) yaml::fail(entry["source"], origin, context, "field 'source' must not be empty");
   d.assumptions = yaml::optional<std::string>(entry, "assumptions", "", origin, context);
+  if (const YAML::Node aliases = entry["aliases"]) {
+    if (!aliases.IsSequence())
+      yaml::fail(aliases, origin, context, "field 'aliases' must be a list of names");
+    for (const auto& a : aliases) {
+      if (!a.IsScalar() || a.Scalar().empty())
+        yaml::fail(a, origin, context, "field 'aliases' must hold non-empty names");
+      d.aliases.push_back(a.Scalar());
+    }
+  }
 
   const std::string resolve = yaml::optional<std::string>(entry, "resolve", "", origin, context);
   if (!resolve.empty() && resolve != "host")
@@ -255,9 +264,16 @@ DeviceCatalog DeviceCatalog::load_impl(const std::string& path, const HostFacts*
       host_error = e.what();
       continue;
     }
-    for (const auto& other : devices)
-      if (other.name == d.name)
-        yaml::fail(entry["name"], origin, "device '" + d.name + "'", "duplicate device name");
+    const auto taken = [&](const std::string& n) {
+      for (const auto& other : devices)
+        if (other.name == n || std::find(other.aliases.begin(), other.aliases.end(), n) != other.aliases.end())
+          return true;
+      return false;
+    };
+    if (taken(d.name)) yaml::fail(entry["name"], origin, "device '" + d.name + "'", "duplicate device name");
+    for (const auto& a : d.aliases)
+      if (taken(a) || a == d.name)
+        yaml::fail(entry["aliases"], origin, "device '" + d.name + "'", "alias '" + a + "' is already a device name or alias");
     devices.push_back(std::move(d));
   }
 
@@ -278,6 +294,8 @@ const DeviceCatalog& DeviceCatalog::builtin() {
 const Device* DeviceCatalog::by_name_or_null(std::string_view name) const {
   for (const auto& d : devices_)
     if (d.name == name) return &d;
+  for (const auto& d : devices_)
+    if (std::find(d.aliases.begin(), d.aliases.end(), name) != d.aliases.end()) return &d;
   return nullptr;
 }
 

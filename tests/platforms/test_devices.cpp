@@ -143,6 +143,16 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     CHECK(msg.find("d2.yaml:10") != std::string::npos);
     CHECK(msg.find("mem_bandwidth_Bps") != std::string::npos);
   }
+  SECTION("alias that is another device's name") {
+    std::string second = GOOD_CPU;
+    second.erase(0, std::string("devices:\n").size());
+    second.replace(second.find("cpu-a"), 5, "cpu-b");
+    second.replace(second.find("    kind"), 0, "    aliases: [cpu-a]\n");
+    const auto f = write_temp("d_alias.yaml", std::string(GOOD_CPU) + second);
+    const auto msg = error_of(f);
+    CHECK(msg.find("d_alias.yaml") != std::string::npos);
+    CHECK(msg.find("alias 'cpu-a'") != std::string::npos);
+  }
   SECTION("CPU peak stated instead of derived") {
     const auto f = write_temp("d3.yaml", std::string(GOOD_CPU) + "    peak_flops: 1e12\n");
     CHECK(error_of(f).find("peak_flops") != std::string::npos);
@@ -165,4 +175,14 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     const auto f = write_temp("d6.yaml", text);
     CHECK(error_of(f).find("value") != std::string::npos);
   }
+}
+
+TEST_CASE("platforms::DeviceCatalog: short aliases find their device, the full name still wins", "[platforms]") {
+  const auto& cat = DeviceCatalog::builtin();
+  CHECK(cat.by_name("p100").name == "p100-pcie");
+  CHECK(cat.by_name("k80").name == "k80-gk210");
+  CHECK(cat.by_name("v100").name == "v100-sxm2-32gb");
+  CHECK(cat.by_name("1080ti").name == "gtx-1080ti");
+  CHECK(cat.by_name_or_null("p100-sxm2")->name == "p100-sxm2");
+  CHECK(cat.by_name_or_null("p1") == nullptr);
 }
