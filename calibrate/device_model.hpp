@@ -25,6 +25,8 @@ struct HostModel {
   // Per class: time of a 1-thread pass with every other core running the same work / alone
   // (calibrate --threads 1 --instances T). Absent: 1 (no co-run calibration).
   std::map<std::string, double> corun_slowdown;
+  // Cores kept busy by that co-run calibration (its copies); 0 without one.
+  int corun_cores = 0;
   // Batch-free signature + "|" + pass -> (batch, efficiency) of every measured batch (batch scaling rule).
   std::map<std::string, std::map<std::int64_t, double>> by_shape;
   bool has_host() const { return host.threads > 0 || !host.device_model.empty(); }
@@ -32,6 +34,11 @@ struct HostModel {
 
 // Picks the database's oneDNN host with the most entries (ties: more threads) and fits its model.
 HostModel fit_host_model(const CalibrationDb& db);
+
+// Shared-hardware slowdown of a pass on a node of `cores` with `busy_cores` busy (its own threads
+// included), given the co-run slowdown measured with every other core busy: 1 + (slowdown - 1) x the
+// fraction of the other cores that are busy. 1 for a one-core node.
+double corun_factor(double slowdown, int busy_cores, int cores);
 
 // Efficiency of a measured pass on its host: roofline_s / (time_s - per-op overhead), in (0, 1].
 double host_efficiency(const HostInfo& host, const PassEntry& entry);

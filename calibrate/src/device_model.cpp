@@ -125,26 +125,26 @@ HostModel fit_host_model(const CalibrationDb& db) {
   }
   for (auto& [k, v] : per_class_pass) model.class_efficiency[k] = quantile(v, 0.5);
   for (auto& [k, v] : per_class) model.class_best_efficiency[k] = quantile(v, BEST_PERCENTILE);
-  if (best->threads <= 1) return model;
 
-  // Same host and library at 1 thread, alone and (when calibrated) as `best->threads` co-run copies.
-  const auto same_machine = [&](const HostInfo& h, int instances) {
+  // Same host and library at 1 thread: alone, and as co-run copies (the largest co-run calibrated).
+  const auto same_machine = [&](const HostInfo& h) {
     return h.backend == best->backend && h.device_model == best->device_model && h.isa == best->isa &&
-           h.library_version == best->library_version && h.threads == 1 && h.instances == instances;
+           h.library_version == best->library_version && h.threads == 1;
   };
   const HostInfo* alone = nullptr;
   const HostInfo* corun = nullptr;
   for (const auto& h : hosts) {
-    if (same_machine(h, 1)) alone = &h;
-    if (same_machine(h, best->threads)) corun = &h;
+    if (!same_machine(h)) continue;
+    if (h.instances == 1) alone = &h;
+    else if (!corun || h.instances > corun->instances) corun = &h;
   }
   if (!alone) return model;
+  if (corun) model.corun_cores = corun->instances;
   const double t = best->threads;
   std::map<std::string, std::vector<double>> fractions, slowdowns;
   for (const auto& [sig, passes] : db.entries(alone->key())) {
     for (const auto& [pass, e1] : passes) {
-      const PassEntry* en = db.find(best->key(), sig, pass);
-      if (!en || en->status != EntryStatus::MEASURED || e1.status != EntryStatus::MEASURED) continue;
+      if (e1.status != EntryStatus::MEASURED) continue;
       const std::string cls = class_of_op_name(e1.op);
       // Co-run slowdown: one thread's pass while every other core runs the same work. It is the share
       // of the T-thread loss that comes from shared hardware, not from the software's serial part.
@@ -154,6 +154,10 @@ HostModel fit_host_model(const CalibrationDb& db) {
           slowdown = std::max(1.0, ec->time_s / e1.time_s);
           slowdowns[cls].push_back(slowdown);
         }
+      if (best->threads <= 1) continue;  // the Amdahl fit needs the same pass at more than 1 thread
+      const PassEntry* en = db.find(best->key(), sig, pass);
+      if (!en || en->status != EntryStatus::MEASURED) continue;
+      // The T-thread pass ran with all T cores busy: it carries the slowdown of a fully busy host.
       const double speedup = e1.time_s * slowdown / en->time_s;
       const double p = (1.0 - 1.0 / speedup) / (1.0 - 1.0 / t);
       fractions[cls].push_back(std::clamp(p, 0.0, 1.0));
@@ -162,6 +166,12 @@ HostModel fit_host_model(const CalibrationDb& db) {
   for (auto& [cls, v] : fractions) model.parallel_fraction[cls] = quantile(v, 0.5);
   for (auto& [cls, v] : slowdowns) model.corun_slowdown[cls] = quantile(v, 0.5);
   return model;
+}
+
+double corun_factor(double slowdown, int busy_cores, int cores) {
+  if (cores <= 1) return 1.0;
+  const double others = std::clamp(static_cast<double>(busy_cores - 1) / (cores - 1), 0.0, 1.0);
+  return 1.0 + (std::max(slowdown, 1.0) - 1.0) * others;
 }
 
 double fallback_efficiency(const HostModel& model, OpClass op_class, Pass pass) {
@@ -208,19 +218,22 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
   const double host_threads = std::max(model.host.threads, 1);
   const double amdahl_host = (1 - p) + p / host_threads;
   const double amdahl_target = (1 - p) + p / n;
-  // Shared-hardware slowdown: the host's efficiency was measured with every core busy; a node whose
-  // workers leave cores idle runs faster, by up to the measured co-run slowdown when nearly idle.
+  // Shared-hardware slowdown: a pass runs slower the more of the node's other cores are busy. The host
+  // timing carries the slowdown of its own busy cores (its threads, out of the cores the co-run
+  // calibration kept busy); the target gets the slowdown of its node's busy cores instead.
   double slowdown = 1.0;
   if (auto it = model.corun_slowdown.find(cls); it != model.corun_slowdown.end()) slowdown = std::max(it->second, 1.0);
-  const double busy = std::min(1.0, static_cast<double>(n) * std::max(placement.workers_per_node, 1) / node_cores);
-  const double contention = 1.0 - (1.0 - 1.0 / slowdown) * (1.0 - busy);
+  const int host_cores = std::max(model.corun_cores, std::max(model.host.threads, 1));
+  const int node_busy = std::min(node_cores, n * std::max(placement.workers_per_node, 1));
+  const double contention = corun_factor(slowdown, node_busy, node_cores) /
+                            corun_factor(slowdown, std::max(model.host.threads, 1), host_cores);
   if (host_compute_bound) {
     // Single-core efficiency implied by the host's T-thread efficiency, then Amdahl at n threads.
     const double e1 = std::min(MAX_EFFICIENCY, eff * host_threads * amdahl_host);
     const double compute_s = work.flops / (core_peak * e1) * amdahl_target * contention;
     return overhead + std::max(compute_s, work.bytes / bw_share);
   }
-  const double memory_s = work.bytes / (bw_share * eff);
+  const double memory_s = work.bytes / (bw_share * eff) * contention;
   return overhead + std::max(memory_s, work.flops / (core_peak * n));
 }
 

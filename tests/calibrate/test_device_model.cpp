@@ -209,6 +209,59 @@ TEST_CASE("calibrate::DeviceModel: idle neighbour cores take back the co-run slo
   const double t_full = predict_pass_s(m, OpClass::CONV, w, 0.5, true, test_cpu(), full) - o;
   const double t_alone = predict_pass_s(m, OpClass::CONV, w, 0.5, true, test_cpu(), alone) - o;
   CHECK(t_full == Approx(1e9 / (64e9 * 0.5)).epsilon(1e-9));
-  // busy = 1/4: factor 1 - (1 - 1/1.25) * (1 - 1/4) = 0.85.
-  CHECK(t_alone == Approx(0.85 * t_full).epsilon(1e-9));
+  // Alone, none of the other 3 cores is busy: the whole slowdown comes back, 1 / 1.25.
+  CHECK(t_alone == Approx(0.8 * t_full).epsilon(1e-9));
+  // 2 of 4 cores busy: 1 of the 3 others, factor (1 + 0.25 / 3) / 1.25.
+  WorkerPlacement half = alone;
+  half.workers_per_node = 2;
+  const double t_half = predict_pass_s(m, OpClass::CONV, w, 0.5, true, test_cpu(), half) - o;
+  CHECK(t_half == Approx((1 + 0.25 / 3) / 1.25 * t_full).epsilon(1e-9));
+  CHECK(corun_factor(1.25, 1, 1) == 1.0);
+  CHECK(corun_factor(1.25, 8, 4) == Approx(1.25));  // oversubscribed: every other core busy
+}
+
+TEST_CASE("calibrate::DeviceModel: a 1-thread host with a co-run calibration charges busy neighbours",
+          "[calibrate]") {
+  using namespace dtsim::calibrate;
+  // The validation set-up: calibrated at 1 thread alone and as 2 co-run copies on a 2-core machine.
+  const auto host = [](int instances) {
+    HostInfo h;
+    h.device_model = "Test CPU";
+    h.isa = "avx512_core";
+    h.library_version = "oneDNN 2.6.3";
+    h.threads = 1;
+    h.instances = instances;
+    h.core_peak_flops = 64e9;
+    h.mem_bandwidth_Bps = 10e9;
+    return h;
+  };
+  PassEntry e;
+  e.time_s = 1.0;
+  e.blocks_kept = 3;
+  e.flops = 16e9;
+  e.bytes = 1e6;
+  e.op = "conv2d";
+  CalibrationDb db;
+  const std::string sig = "conv2d src=8x64x28x28 dst=8x64x28x28 k=3x3";
+  db.put(host(1), sig, "fwd", e);
+  e.time_s = 1.6;
+  db.put(host(2), sig, "fwd", e);
+  const HostModel m = fit_host_model(db);
+  CHECK(m.host.threads == 1);
+  CHECK(m.corun_cores == 2);
+  REQUIRE(m.corun_slowdown.count("conv") == 1);
+  CHECK(m.corun_slowdown.at("conv") == Approx(1.6));
+  CHECK(m.parallel_fraction.empty());  // nothing to fit at 1 thread
+
+  Device two = test_cpu();
+  two.cores = 2;
+  WorkerPlacement one_rank;
+  one_rank.threads = 1;
+  WorkerPlacement two_ranks = one_rank;
+  two_ranks.workers_per_node = 2;
+  const double eff = host_efficiency(m.host, e);
+  const double o = op_overhead_s(two);
+  const double t1 = predict_pass_s(m, OpClass::CONV, {16e9, 1e6}, eff, true, two, one_rank) - o;
+  const double t2 = predict_pass_s(m, OpClass::CONV, {16e9, 1e6}, eff, true, two, two_ranks) - o;
+  CHECK(t2 == Approx(1.6 * t1).epsilon(1e-9));
 }

@@ -161,6 +161,20 @@ ValidationReport run_validation(const ValidateOptions& options) {
   const auto summary = calibrate::calibrate_model(model, co);
   report.notes.push_back(fmt::format("calibration: {} kernel passes ({} reused, {} timed, {} disturbed) in {}",
                                      summary.items, summary.reused, summary.timed, summary.disturbed, summary.db_path));
+  // Ranks that share the machine slow each other down through shared hardware (caches, memory, the
+  // hypervisor's scheduling of sibling vCPUs). Measured the same way: the same passes timed as
+  // 1-thread copies running at once, one per rank (docs/calibration.md, co-run calibration).
+  const int corun = std::min(max_ranks, dtsim::online_cpus());
+  if (options.threads == 1 && corun >= 2) {
+    co.instances = corun;
+    const auto s = calibrate::calibrate_model(model, co);
+    report.notes.push_back(fmt::format("co-run calibration: {} copies x 1 thread, {} passes ({} timed, {} disturbed)",
+                                       corun, s.items, s.timed, s.disturbed));
+  } else if (max_ranks >= 2) {
+    report.notes.push_back(fmt::format("no co-run calibration ({} thread(s) per rank): ranks sharing the machine "
+                                       "are predicted without their mutual slowdown",
+                                       options.threads));
+  }
   const auto platform = localhost_platform(report.comm, report.comm_measured);
   const auto& device = platforms::DeviceCatalog::builtin().by_name("host");
   for (auto& row : report.rows) {
