@@ -17,6 +17,9 @@ struct Device {
   double peak_flops = 0;         // FP32 peak, per GPU or per CPU socket (all cores)
   double mem_bandwidth_Bps = 0;  // per GPU or per socket
   double mem_capacity_B = 0;
+  // GPUs only, optional: the fraction of FP32 peak that SGEMM can reach on the architecture (0 = not
+  // stated: the device model's Pascal/Volta default applies).
+  double sgemm_efficiency = 0;
   // CPU sockets only
   int cores = 0;
   double clock_hz = 0;       // sustained all-core AVX clock where known, else base

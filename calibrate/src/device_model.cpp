@@ -26,7 +26,9 @@ constexpr double GPU_OP_OVERHEAD_S = 1e-5;
 // Best FP32 efficiency (fraction of peak) that cuDNN/cuBLAS reach on the largest, most regular shapes.
 // Assumptions with their basis: cuBLAS SGEMM on large matrices runs at ~85-90% of FP32 peak on
 // Pascal/Volta (NVIDIA cuBLAS performance pages); implicit-GEMM / Winograd-free FP32 convolution in
-// cuDNN loses a further ~10% to im2col indexing and tile quantisation -> 0.75.
+// cuDNN loses a further ~10% to im2col indexing and tile quantisation -> 0.75. A device whose
+// architecture caps SGEMM lower states its `sgemm_efficiency` (devices.yaml, e.g. Kepler); its
+// convolution keeps the same ratio to SGEMM (0.75 / 0.85).
 constexpr double GPU_BEST_CONV_EFFICIENCY = 0.75;
 constexpr double GPU_BEST_FC_EFFICIENCY = 0.85;
 // Memory-bound kernels reach ~75% of the datasheet HBM2/GDDR bandwidth (STREAM-like copy/triad on
@@ -199,7 +201,9 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
     if (auto it = model.class_best_efficiency.find(cls); it != model.class_best_efficiency.end())
       best_host = std::max(it->second, MIN_EFFICIENCY);
     const double relative = std::min(1.0, eff / best_host);
-    const double compute_best = op_class == OpClass::FC ? GPU_BEST_FC_EFFICIENCY : GPU_BEST_CONV_EFFICIENCY;
+    const double sgemm = device.sgemm_efficiency > 0 ? device.sgemm_efficiency : GPU_BEST_FC_EFFICIENCY;
+    const double compute_best =
+        op_class == OpClass::FC ? sgemm : sgemm * (GPU_BEST_CONV_EFFICIENCY / GPU_BEST_FC_EFFICIENCY);
     const double gpu_eff =
         (is_compute_class(op_class) ? compute_best : GPU_BEST_BANDWIDTH_EFFICIENCY) * relative;
     const double roof = std::max(work.flops / device.peak_flops, work.bytes / device.mem_bandwidth_Bps);

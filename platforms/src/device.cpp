@@ -111,7 +111,7 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   yaml::check_keys(entry,
                    {"name", "kind", "description", "peak_flops", "mem_bandwidth_Bps", "mem_capacity_B", "cores",
                     "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "source", "assumptions",
-                    "resolve", "aliases"},
+                    "resolve", "aliases", "sgemm_efficiency"},
                    origin, "device");
   Device d;
   d.name = yaml::required<std::string>(entry, "name", origin, "device");
@@ -146,8 +146,14 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
     d.peak_flops = read_figure(entry, "peak_flops", origin, context, d, true);
     d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
     d.mem_capacity_B = read_figure(entry, "mem_capacity_B", origin, context, d, true);
+    d.sgemm_efficiency = read_figure(entry, "sgemm_efficiency", origin, context, d, false, 0);
+    if (d.sgemm_efficiency > 1)
+      yaml::fail(entry["sgemm_efficiency"], origin, context,
+                 fmt::format("field 'sgemm_efficiency' is a fraction of peak in (0, 1], got {}", d.sgemm_efficiency));
     return d;
   }
+  if (entry["sgemm_efficiency"])
+    yaml::fail(entry["sgemm_efficiency"], origin, context, "field 'sgemm_efficiency' is only for GPUs");
 
   if (entry["peak_flops"])
     yaml::fail(entry["peak_flops"], origin, context,

@@ -100,6 +100,18 @@ TEST_CASE("calibrate::DeviceModel: GPU time from the class-relative efficiency",
   // Half the host's best efficiency -> half the GPU's.
   const double half = predict_pass_s(m, OpClass::CONV, w, 0.4, true, test_gpu(), place);
   CHECK(half - op_overhead_s(test_gpu()) == Approx(2 * (best - op_overhead_s(test_gpu()))));
+  // An architecture whose SGEMM reaches half the default (0.85 -> 0.425): conv and FC take twice as long.
+  Device kepler_like = test_gpu();
+  kepler_like.sgemm_efficiency = 0.425;
+  const double o = op_overhead_s(test_gpu());
+  CHECK(predict_pass_s(m, OpClass::CONV, w, 0.8, true, kepler_like, place) - o == Approx(2 * (best - o)));
+  m.class_best_efficiency["fc"] = 0.8;
+  CHECK(predict_pass_s(m, OpClass::FC, w, 0.8, true, kepler_like, place) - o == Approx(1e9 / 10e12 / 0.425));
+  // Memory-bound classes are not affected by it.
+  m.class_best_efficiency["eltwise"] = 0.5;
+  const PassWork stream{1e6, 1e9};
+  CHECK(predict_pass_s(m, OpClass::ELTWISE, stream, 0.5, false, kepler_like, place) ==
+        predict_pass_s(m, OpClass::ELTWISE, stream, 0.5, false, test_gpu(), place));
   // No work, no time; a device without peak is an InputError.
   CHECK(predict_pass_s(m, OpClass::CONV, PassWork{0, 0}, 0.5, true, test_gpu(), place) == 0);
   Device broken = test_gpu();

@@ -169,6 +169,25 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     const auto f = write_temp("d5.yaml", text);
     CHECK(error_of(f).find("duplicate") != std::string::npos);
   }
+  SECTION("SGEMM efficiency: a GPU fraction of peak in (0, 1], not a CPU field") {
+    const std::string gpu =
+        "devices:\n"
+        "  - name: gpu-a\n"
+        "    kind: gpu\n"
+        "    description: test\n"
+        "    peak_flops: 10e12\n"
+        "    mem_bandwidth_Bps: 700e9\n"
+        "    mem_capacity_B: 16e9\n"
+        "    source: test\n";
+    CHECK(DeviceCatalog::load(write_temp("d7.yaml", gpu + "    sgemm_efficiency: 0.5\n")).by_name("gpu-a").sgemm_efficiency ==
+          0.5);
+    CHECK(DeviceCatalog::load(write_temp("d8.yaml", gpu)).by_name("gpu-a").sgemm_efficiency == 0);
+    const auto over = error_of(write_temp("d9.yaml", gpu + "    sgemm_efficiency: 1.5\n"));
+    CHECK(over.find("d9.yaml:9") != std::string::npos);
+    CHECK(over.find("(0, 1]") != std::string::npos);
+    CHECK(error_of(write_temp("d10.yaml", std::string(GOOD_CPU) + "    sgemm_efficiency: 0.5\n"))
+              .find("only for GPUs") != std::string::npos);
+  }
   SECTION("figure with its own source must have a value") {
     std::string text = GOOD_CPU;
     text.replace(text.find("clock_hz: 2.0e9"), 15, "clock_hz: {source: x}");
