@@ -46,7 +46,7 @@ print("Published single-GPU throughputs, unanchored (what-if Winograd: not dtsim
 row("CSCS", "inception_v3", "p100-pcie", 64, 138.23)   # TF 1.1, Piz Daint P100 PCIe, synthetic
 row("PRACE", "resnet50", "gtx-1080ti", 64, 182)         # MXNet, real data
 errors = {}
-for model, device, batch, published in yaml.safe_load(open(path))["rows"]:
+for model, device, batch, published in yaml.safe_load(open(path))["single_gpu"]["rows"]:
     errors.setdefault(device, []).append(row("TF page", model, device, batch, published))
 for device, e in errors.items():
     print(f"TF page {device}: mean absolute error {sum(a for a, _ in e) / len(e):.1f}% over {len(e)} rows "

@@ -3,11 +3,11 @@
 # - the two single-GPU rows of ../shared/reference/open-measurements.yaml (CSCS P100 Inception-v3 138.23
 #   img/s, TensorFlow 1.1; PRACE GTX 1080 Ti ResNet-50 182 img/s, MXNet);
 # - a held-out table nothing in dtsim is fitted to: the TensorFlow benchmark page's P100 and K80 rows
-#   (calibrate/data/published-single-gpu.yaml);
+#   (benchmarks/data/tf-benchmarks-2017.yaml);
 # - the OSU 2019 device ratios (Skylake vs K80, V100 vs Skylake).
 # Each row also prints a what-if (3x3 stride-1 convolutions as Winograd) that is not dtsim's model.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dtsim="${DTSIM:-$root/build/apps/dtsim}"
 export DTSIM_DATA_DIR="${DTSIM_DATA_DIR:-$root}"
-exec /usr/bin/python3 "$root/benchmarks/calibrate_gpu_compare.py" "$dtsim" "$root/calibrate/data/published-single-gpu.yaml"
+exec /usr/bin/python3 "$root/benchmarks/calibrate_gpu_compare.py" "$dtsim" "$root/benchmarks/data/tf-benchmarks-2017.yaml"
