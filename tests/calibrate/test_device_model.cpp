@@ -35,6 +35,30 @@ Device test_gpu() {
   return d;
 }
 
+// A calibration host of the same test CPU at `threads` x `instances` (co-run copies).
+dtsim::calibrate::HostInfo test_host(int threads, int instances, double core_peak_flops) {
+  dtsim::calibrate::HostInfo h;
+  h.device_model = "Test CPU";
+  h.isa = "avx512_core";
+  h.library_version = "oneDNN 2.6.3";
+  h.threads = threads;
+  h.instances = instances;
+  h.core_peak_flops = core_peak_flops;
+  h.mem_bandwidth_Bps = 10e9;
+  return h;
+}
+
+// A clean conv2d forward entry of `flops` FLOPs timed at `time_s`.
+dtsim::calibrate::PassEntry conv_entry(double time_s, double flops) {
+  dtsim::calibrate::PassEntry e;
+  e.time_s = time_s;
+  e.blocks_kept = 3;
+  e.flops = flops;
+  e.bytes = 1e6;
+  e.op = "conv2d";
+  return e;
+}
+
 dtsim::calibrate::HostModel host_model(int threads) {
   dtsim::calibrate::HostModel m;
   m.host.device_model = "Test CPU";
@@ -161,26 +185,8 @@ TEST_CASE("calibrate::Profile: anchoring scales the step to the measured through
 
 TEST_CASE("calibrate::DeviceModel: the co-run slowdown is taken out of the Amdahl fit", "[calibrate]") {
   using namespace dtsim::calibrate;
-  const auto host = [](int threads, int instances) {
-    HostInfo h;
-    h.device_model = "Test CPU";
-    h.isa = "avx512_core";
-    h.library_version = "oneDNN 2.6.3";
-    h.threads = threads;
-    h.instances = instances;
-    h.core_peak_flops = 100e9;
-    h.mem_bandwidth_Bps = 10e9;
-    return h;
-  };
-  const auto entry = [](double time_s) {
-    PassEntry e;
-    e.time_s = time_s;
-    e.blocks_kept = 3;
-    e.flops = 1e9;
-    e.bytes = 1e6;
-    e.op = "conv2d";
-    return e;
-  };
+  const auto host = [](int threads, int instances) { return test_host(threads, instances, 100e9); };
+  const auto entry = [](double time_s) { return conv_entry(time_s, 1e9); };
   const std::string sig = "conv2d src=8x64x28x28 dst=8x64x28x28 k=3x3";
   CalibrationDb db;
   db.put(host(2, 1), sig, "fwd", entry(0.6));  // 2 threads: 1.67x faster than 1 thread alone
@@ -236,23 +242,8 @@ TEST_CASE("calibrate::DeviceModel: a 1-thread host with a co-run calibration cha
           "[calibrate]") {
   using namespace dtsim::calibrate;
   // The validation set-up: calibrated at 1 thread alone and as 2 co-run copies on a 2-core machine.
-  const auto host = [](int instances) {
-    HostInfo h;
-    h.device_model = "Test CPU";
-    h.isa = "avx512_core";
-    h.library_version = "oneDNN 2.6.3";
-    h.threads = 1;
-    h.instances = instances;
-    h.core_peak_flops = 64e9;
-    h.mem_bandwidth_Bps = 10e9;
-    return h;
-  };
-  PassEntry e;
-  e.time_s = 1.0;
-  e.blocks_kept = 3;
-  e.flops = 16e9;
-  e.bytes = 1e6;
-  e.op = "conv2d";
+  const auto host = [](int instances) { return test_host(1, instances, 64e9); };
+  PassEntry e = conv_entry(1.0, 16e9);
   CalibrationDb db;
   const std::string sig = "conv2d src=8x64x28x28 dst=8x64x28x28 k=3x3";
   db.put(host(1), sig, "fwd", e);
