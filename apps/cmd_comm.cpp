@@ -31,29 +31,34 @@ std::string g(double x) { return fmt::format("{:.6g}", x); }
 
 void run_pattern(const CommOptions& o) {
   if (o.platform.empty()) throw InputError("--platform is required (a shipped platform name or a YAML file)");
-  if (o.pattern.empty()) throw InputError("--pattern is required (allreduce-ring, allreduce-tree, allreduce-rhd, "
-                                          "allreduce-hier, broadcast or ps)");
+  if (o.pattern.empty()) {
+    std::string names;
+    for (const auto& n : sim::comm_pattern_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError(fmt::format("--pattern is required (one of: {})", names));
+  }
   if (o.bytes.empty()) throw InputError("--bytes is required (e.g. 25MB)");
   const TextFormat format = parse_text_format(o.format);
   sim::CommRequest req;
-  req.pattern = sim::comm_pattern_by_name(o.pattern);
+  sim::check_comm_pattern(o.pattern);
+  req.pattern = o.pattern;
   req.workers = o.workers;
   req.workers_per_node = o.workers_per_node;
   req.bytes = sim::parse_byte_size(o.bytes, "--bytes");
   req.mode = sim::comm_mode_by_name(o.mode);
   req.ps_servers = o.ps_servers;
   req.ps_placement = sim::ps_placement_by_name(o.ps_placement);
-  if (req.pattern != sim::CommPattern::PS && o.ps_servers != 1)
+  const bool ps = req.pattern == "ps";
+  if (!ps && o.ps_servers != 1)
     throw InputError("--ps: only meaningful with --pattern ps");
   const auto platform = platforms::load_platform(o.platform);
   const auto r = sim::simulate_comm(platform, req);
   if (format == TextFormat::JSON) {
-    nlohmann::json j{{"platform", platform.name},    {"pattern", sim::to_string(req.pattern)},
+    nlohmann::json j{{"platform", platform.name},    {"pattern", req.pattern},
                      {"workers", req.workers},       {"bytes", req.bytes},
                      {"mode", sim::to_string(r.mode_used)}, {"time_s", r.time_s},
                      {"algbw_Bps", r.algbw_Bps},     {"busbw_Bps", r.busbw_Bps},
                      {"flows", r.flows},             {"wall_s", r.wall_s}};
-    if (req.pattern == sim::CommPattern::PS) {
+    if (ps) {
       j["ps_servers"] = req.ps_servers;
       j["ps_placement"] = sim::to_string(req.ps_placement);
     }
@@ -61,7 +66,7 @@ void run_pattern(const CommOptions& o) {
     return;
   }
   Table t({"platform", "pattern", "workers", "bytes", "mode", "time_s", "algbw_GBps", "busbw_GBps", "flows"});
-  t.add_row({platform.name, sim::to_string(req.pattern), std::to_string(req.workers), g(req.bytes),
+  t.add_row({platform.name, req.pattern, std::to_string(req.workers), g(req.bytes),
              sim::to_string(r.mode_used), g(r.time_s), g(r.algbw_Bps / 1e9), g(r.busbw_Bps / 1e9),
              std::to_string(r.flows)});
   t.print(std::cout, format);
@@ -100,7 +105,7 @@ const CommandRegistrar registrar("comm", 60, [](CLI::App& root) {
   auto opts = std::make_shared<CommOptions>();
   auto* cmd = root.add_subcommand("comm", "Simulate one communication pattern on a platform (time, algbw, busbw)");
   cmd->add_option("--platform", opts->platform, "Shipped platform name or platform YAML file");
-  cmd->add_option("--pattern", opts->pattern, "allreduce-ring|allreduce-tree|allreduce-rhd|allreduce-hier|broadcast|ps");
+  cmd->add_option("--pattern", opts->pattern, "Pattern, one of:\n" + sim::comm_pattern_help());
   cmd->add_option("--workers", opts->workers, "Number of workers (ranks, node-major)");
   cmd->add_option("--workers-per-node", opts->workers_per_node, "Workers per node (default: the platform's GPUs, or 1)");
   cmd->add_option("--bytes", opts->bytes,

@@ -151,9 +151,7 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--batch", a->batch, "Samples per worker and iteration");
   cmd->add_option("--workers-per-node", a->workers_per_node, "Workers per node (default: GPUs per node, or 1 on CPU)");
   cmd->add_option("--threads", a->threads, "CPU threads per worker process (CPU platforms)");
-  cmd->add_option("--strategy", a->strategy,
-                  "allreduce-ring|allreduce-tree|allreduce-rhd|allreduce-hier|ps|ps-replicated|ps-async|"
-                  "data-parallel-single-node");
+  cmd->add_option("--strategy", a->strategy, "Gradient exchange, one of:\n" + sim::strategy_help());
   cmd->add_option("--ps", a->ps, "Parameter servers: N, one per --workers entry (N1,N2,...), or auto");
   cmd->add_option("--ps-placement", a->ps_placement, "colocated|dedicated");
   cmd->add_option("--ps-balance", a->ps_balance, "greedy|round-robin (variable placement on servers)");

@@ -9,14 +9,16 @@
 
 namespace dtsim::sim {
 
-enum class CommPattern { ALLREDUCE_RING, ALLREDUCE_TREE, ALLREDUCE_RHD, ALLREDUCE_HIER, BROADCAST, PS };
 enum class CommMode { AUTO, COARSE, FINE };  // AUTO: coarse above COARSE_ABOVE_RANKS ranks
 enum class PsPlacement { COLOCATED, DEDICATED };
 enum class PsBalance { GREEDY, ROUND_ROBIN };
 
-// "allreduce-ring", ... ; throw InputError listing the accepted names.
-CommPattern comm_pattern_by_name(const std::string& name);
-std::string to_string(CommPattern p);
+// Patterns of `dtsim comm`: every collective of the collective table ("allreduce-ring", "broadcast-binomial",
+// ...) and "ps" (the training replay's synchronous parameter-server exchange). InputError listing the
+// accepted names for anything else.
+void check_comm_pattern(const std::string& name);
+std::vector<std::string> comm_pattern_names();
+std::string comm_pattern_help();  // one line per pattern: "name: description"
 CommMode comm_mode_by_name(const std::string& name);
 std::string to_string(CommMode m);
 PsPlacement ps_placement_by_name(const std::string& name);
@@ -35,7 +37,7 @@ inline constexpr int COARSE_ABOVE_RANKS = 64;
 CommMode resolve_mode(CommMode mode, int ranks);
 
 struct CommRequest {
-  CommPattern pattern = CommPattern::ALLREDUCE_RING;
+  std::string pattern = "allreduce-ring";
   int workers = 2;
   int workers_per_node = 0;  // 0 = platform default
   double bytes = 0;          // message size: the buffer being reduced / broadcast / pushed and pulled
@@ -54,7 +56,7 @@ struct CommResult {
 };
 
 // Runs in a child process. Throws InputError for impossible requests (more workers than the platform
-// holds, bytes <= 0 ...). Allreduce busbw = algbw x 2(n-1)/n; broadcast and PS report busbw = algbw.
+// holds, bytes <= 0 ...). busbw = algbw x the algorithm's factor (allreduce 2(n-1)/n; broadcast and PS 1).
 CommResult simulate_comm(const platforms::Platform& platform, const CommRequest& request);
 
 struct PingPongPoint {

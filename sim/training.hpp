@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "calibrate/profile.hpp"
 #include "platforms/platform.hpp"
@@ -10,18 +11,23 @@
 
 namespace dtsim::sim {
 
-enum class Strategy {
-  ALLREDUCE_RING,
-  ALLREDUCE_TREE,
-  ALLREDUCE_RHD,
-  ALLREDUCE_HIER,
-  PS,                         // TensorFlow parameter_server
-  PS_REPLICATED,              // TensorFlow distributed_replicated
-  PS_ASYNC,
-  DATA_PARALLEL_SINGLE_NODE,  // PyTorch nn.DataParallel
+// A strategy is an exchange family ("allreduce", "ps", "ps-replicated", "ps-async",
+// "data-parallel-single-node") plus, for families that run a collective, its algorithm ("ring", "tree",
+// ...): "allreduce-ring". Names, help and errors come from the exchange and collective tables.
+struct Strategy {
+  std::string exchange = "allreduce";
+  std::string collective = "ring";  // empty for families without a collective
+  std::string name() const { return collective.empty() ? exchange : exchange + "-" + collective; }
+  bool operator==(const Strategy&) const = default;
 };
-Strategy strategy_by_name(const std::string& name);  // "allreduce-ring", "ps", ...; InputError otherwise
-std::string to_string(Strategy s);
+// "allreduce-ring", "ps", ...; InputError naming `what` and listing every accepted name otherwise.
+Strategy strategy_by_name(const std::string& name, const std::string& what = "--strategy");
+std::string to_string(const Strategy& s);
+std::vector<std::string> strategy_names();
+// One line per strategy: "name: description", for --help and docs.
+std::string strategy_help();
+bool uses_servers(const Strategy& s);     // parameter servers: --ps, placement and balance apply
+bool single_node_only(const Strategy& s); // every worker on one node
 
 enum class DataMode { SYNTHETIC, REAL };
 DataMode data_mode_by_name(const std::string& name);
@@ -36,7 +42,7 @@ struct Variability {
 struct TrainingPoint {
   int workers = 1;
   int workers_per_node = 0;  // 0 = platform default
-  Strategy strategy = Strategy::ALLREDUCE_RING;
+  Strategy strategy;
   int ps_servers = 1;
   PsPlacement ps_placement = PsPlacement::COLOCATED;
   PsBalance ps_balance = PsBalance::GREEDY;
@@ -71,12 +77,18 @@ struct PointResult {
   double efficiency = 0;        // throughput / (workers x 1-worker throughput); set by the caller
   double iteration_time_s = 0;
   Breakdown breakdown;
-  std::string bottleneck;       // one-line plain-words explanation (--explain)
+  std::string bottleneck;       // plain-words explanation; written by the presentation layer (scenarios/)
   double wall_s = 0;            // host time of the simulation
   double inter_node_bytes = 0;  // gradient/parameter bytes crossing node boundaries, per measured iteration
   double intra_node_bytes = 0;  // the same inside nodes (PCIe/NVLink/shared memory)
   int buckets = 0;              // gradient exchanges per worker and iteration
   std::int64_t activities = 0;  // SimGrid activities created (cost of the prediction)
+  std::int64_t flows = 0;       // network flows among them
+  double gradient_bytes = 0;    // gradient bytes per worker and iteration
+  int busiest_nic_node = -1;    // node whose NIC moved the most exchange bytes (one direction)
+  double busiest_nic_bytes = 0; // its bytes per iteration in its busier direction
+  double busiest_nic_busy = 0;  // that direction's busy fraction of the iteration at the NIC's payload rate
+  int busiest_nic_server = -1;  // parameter-server shard on that node, or -1
 };
 
 // Serialises a result for the trip from the simulation child process (and back).

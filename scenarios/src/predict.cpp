@@ -11,6 +11,7 @@
 #include "common/errors.hpp"
 #include "models/zoo.hpp"
 #include "platforms/platform.hpp"
+#include "scenarios/explain.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace dtsim::scenarios {
@@ -23,9 +24,7 @@ constexpr double MAX_ANCHOR_OVERHEAD_SHARE = 0.9;
 // --ps auto: geometric candidate grid (ratio) refined by bisection around the best candidate.
 constexpr double PS_SEARCH_RATIO = 1.5;
 
-bool is_ps(sim::Strategy s) {
-  return s == sim::Strategy::PS || s == sim::Strategy::PS_REPLICATED || s == sim::Strategy::PS_ASYNC;
-}
+bool is_ps(const sim::Strategy& s) { return sim::uses_servers(s); }
 
 struct Prepared {
   platforms::Platform platform;
@@ -150,7 +149,12 @@ std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
   for (const auto& r : out)
     if (r.workers == 1) one = r.throughput;
   if (one <= 0) one = run_point(p, 1, 1, "").throughput;
-  for (auto& r : out) r.efficiency = one > 0 ? r.throughput / (r.workers * one) : 0;
+  const ExplainContext context{ps, p.profile.batch * p.base.sample_bytes, p.platform.network.technology,
+                               p.profile.device};
+  for (auto& r : out) {
+    r.efficiency = one > 0 ? r.throughput / (r.workers * one) : 0;
+    r.bottleneck = explain_point(r, context);
+  }
   return out;
 }
 

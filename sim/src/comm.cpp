@@ -13,7 +13,9 @@
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
+#include "sim/src/coll/collective.hpp"
 #include "sim/src/world.hpp"
+#include "sim/training.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -25,29 +27,47 @@ std::string lower(std::string s) {
 
 constexpr double MAX_BYTES = 1e15;      // 1 PB: anything larger is a typo, not a gradient
 constexpr int MAX_WORKERS = 1 << 20;    // beyond any platform file
+const std::string PS_PATTERN = "ps";
+
+// `dtsim comm --pattern ps` runs the training replay's synchronous PS exchange on a model of `servers`
+// equal variables of bytes/servers each and no compute: one pull of every shard, one push back.
+calibrate::ComputeProfile ps_alone_profile(double bytes, int servers) {
+  calibrate::ComputeProfile p;
+  p.model = "comm-ps";
+  p.batch = 1;
+  for (int s = 0; s < servers; ++s) {
+    calibrate::LayerTime l;
+    l.name = fmt::format("shard{}", s);
+    l.op = "fc";
+    l.grad_bytes = static_cast<std::int64_t>(std::llround(bytes / servers));
+    p.layers.push_back(l);
+  }
+  return p;
+}
 
 }  // namespace
 
-CommPattern comm_pattern_by_name(const std::string& name) {
-  for (auto p : {CommPattern::ALLREDUCE_RING, CommPattern::ALLREDUCE_TREE, CommPattern::ALLREDUCE_RHD,
-                 CommPattern::ALLREDUCE_HIER, CommPattern::BROADCAST, CommPattern::PS})
-    if (to_string(p) == name) return p;
-  throw InputError(fmt::format(
-      "--pattern: unknown pattern '{}' (expected allreduce-ring, allreduce-tree, allreduce-rhd, allreduce-hier, "
-      "broadcast or ps)",
-      name));
+void check_comm_pattern(const std::string& name) {
+  for (const auto& n : comm_pattern_names())
+    if (n == name) return;
+  std::string known;
+  for (const auto& n : comm_pattern_names()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError(fmt::format("--pattern: unknown pattern '{}' (expected one of: {})", name, known));
 }
 
-std::string to_string(CommPattern p) {
-  switch (p) {
-    case CommPattern::ALLREDUCE_RING: return "allreduce-ring";
-    case CommPattern::ALLREDUCE_TREE: return "allreduce-tree";
-    case CommPattern::ALLREDUCE_RHD: return "allreduce-rhd";
-    case CommPattern::ALLREDUCE_HIER: return "allreduce-hier";
-    case CommPattern::BROADCAST: return "broadcast";
-    case CommPattern::PS: return "ps";
-  }
-  return "?";
+std::vector<std::string> comm_pattern_names() {
+  std::vector<std::string> names;
+  for (const auto& a : collective_table()) names.push_back(a.full_name());
+  names.push_back(PS_PATTERN);
+  return names;
+}
+
+std::string comm_pattern_help() {
+  std::string out;
+  for (const auto& a : collective_table()) out += fmt::format("  {}: {}\n", a.full_name(), a.description);
+  out += fmt::format("  {}: {}\n", PS_PATTERN,
+                     "synchronous parameter servers: every worker pulls bytes/servers from each shard and pushes it back");
+  return out;
 }
 
 CommMode comm_mode_by_name(const std::string& name) {
@@ -114,7 +134,8 @@ CommResult simulate_comm(const platforms::Platform& platform, const CommRequest&
   if (request.workers_per_node < 0)
     throw InputError(fmt::format("--workers-per-node: {} (expected >= 1, or 0 for the platform default)",
                                  request.workers_per_node));
-  const bool ps = request.pattern == CommPattern::PS;
+  check_comm_pattern(request.pattern);
+  const bool ps = request.pattern == PS_PATTERN;
   if (ps && (request.ps_servers < 1 || request.ps_servers > MAX_WORKERS))
     throw InputError(fmt::format("--ps: {} servers (expected >= 1)", request.ps_servers));
   Layout layout;
@@ -127,40 +148,49 @@ CommResult simulate_comm(const platforms::Platform& platform, const CommRequest&
                                  request.workers, platform.nodes, wpn));
 
   const CommMode used = resolve_mode(request.mode, request.workers);
-  const std::string text = run_in_child([&]() {
-    const auto wall0 = std::chrono::steady_clock::now();
-    World world(platform, layout);
-    std::vector<int> ranks(request.workers);
-    for (int i = 0; i < request.workers; ++i) ranks[i] = i;
-    double end_s = -1;
-    auto done = [&]() { end_s = world.now(); };
-    if (ps) {
-      std::vector<simgrid::s4u::Host*> servers;
-      for (int s = 0; s < request.ps_servers; ++s)
-        servers.push_back(request.ps_placement == PsPlacement::DEDICATED ? world.dedicated_ps_host(s)
-                                                                         : world.node_host(s % layout.nodes));
-      start_ps_exchange(world, ranks, servers, request.bytes, used, done);
-    } else if (request.pattern == CommPattern::BROADCAST) {
-      start_broadcast(world, 0, ranks, request.bytes, used, done);
-    } else {
-      start_allreduce(world, request.pattern, ranks, request.bytes, used, done);
-    }
-    world.run();
-    if (end_s < 0) throw Failure("communication pattern did not complete");
-    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    return nlohmann::json{{"time_s", end_s}, {"flows", world.flows_started()}, {"wall_s", wall_s}}.dump();
-  });
-  const auto j = nlohmann::json::parse(text);
   CommResult r;
-  r.time_s = j.at("time_s").get<double>();
-  r.flows = j.at("flows").get<std::int64_t>();
-  r.wall_s = j.at("wall_s").get<double>();
   r.mode_used = used;
+  double busbw_factor = 1;
+  if (ps) {
+    TrainingPoint point;
+    point.workers = request.workers;
+    point.workers_per_node = layout.workers_per_node;
+    point.strategy = strategy_by_name("ps", "--pattern");
+    point.ps_servers = request.ps_servers;
+    point.ps_placement = request.ps_placement;
+    point.ps_balance = PsBalance::ROUND_ROBIN;
+    point.iterations = 1;
+    point.comm_mode = request.mode;
+    const auto res = simulate_training(platform, ps_alone_profile(request.bytes, request.ps_servers), point);
+    r.time_s = res.iteration_time_s;
+    r.flows = res.flows;
+    r.wall_s = res.wall_s;
+  } else {
+    const auto dash = request.pattern.find('-');
+    const auto& algorithm = collective_by_name(request.pattern.substr(0, dash),
+                                               dash == std::string::npos ? "" : request.pattern.substr(dash + 1),
+                                               "--pattern");
+    busbw_factor = algorithm.busbw_factor(request.workers);
+    const std::string text = run_in_child([&]() {
+      const auto wall0 = std::chrono::steady_clock::now();
+      World world(platform, layout);
+      std::vector<int> ranks(request.workers);
+      for (int i = 0; i < request.workers; ++i) ranks[i] = i;
+      double end_s = -1;
+      start_collective(world, algorithm, ranks, request.bytes, used, [&]() { end_s = world.now(); });
+      world.run();
+      if (end_s < 0) throw Failure("communication pattern did not complete");
+      const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+      return nlohmann::json{{"time_s", end_s}, {"flows", world.flows_started()}, {"wall_s", wall_s}}.dump();
+    });
+    const auto j = nlohmann::json::parse(text);
+    r.time_s = j.at("time_s").get<double>();
+    r.flows = j.at("flows").get<std::int64_t>();
+    r.wall_s = j.at("wall_s").get<double>();
+  }
   if (r.time_s <= 0) throw Failure(fmt::format("simulated time {} s for a {}-byte transfer", r.time_s, request.bytes));
   r.algbw_Bps = request.bytes / r.time_s;
-  const bool allreduce = !ps && request.pattern != CommPattern::BROADCAST;
-  const double n = request.workers;
-  r.busbw_Bps = allreduce ? r.algbw_Bps * 2 * (n - 1) / n : r.algbw_Bps;
+  r.busbw_Bps = r.algbw_Bps * busbw_factor;
   return r;
 }
 

@@ -28,6 +28,7 @@ int effective_workers_per_node(const platforms::Platform& platform, const Traini
 Layout check_training_point(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
                             const TrainingPoint& point) {
   const std::string& pname = platform.name;
+  strategy_by_name(point.strategy.name());  // a strategy built in code is checked like a typed one
   if (point.workers < 1 || point.workers > MAX_WORKERS)
     throw InputError(fmt::format("--workers: expected 1..{} workers, got {}", MAX_WORKERS, point.workers));
   if (point.workers_per_node < 0)
@@ -43,8 +44,7 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
     throw InputError(fmt::format("--fusion-mb: expected >= 0, got {} bytes", point.fusion_bytes));
   if (!finite_non_negative(point.cycle_s) || point.cycle_s > MAX_CYCLE_S)
     throw InputError(fmt::format("--cycle-ms: expected 0..{} ms, got {}", MAX_CYCLE_S * 1e3, point.cycle_s * 1e3));
-  const bool ps = point.strategy == Strategy::PS || point.strategy == Strategy::PS_REPLICATED ||
-                  point.strategy == Strategy::PS_ASYNC;
+  const bool ps = uses_servers(point.strategy);
   if (ps && (point.ps_servers < 1 || point.ps_servers > MAX_WORKERS))
     throw InputError(fmt::format("--ps: expected 1..{} parameter servers, got {}", MAX_WORKERS, point.ps_servers));
 
@@ -58,9 +58,9 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
         layout.workers_per_node, layout.nodes,
         layout.dedicated_ps_nodes > 0 ? fmt::format(" plus {} dedicated PS nodes", layout.dedicated_ps_nodes) : "",
         pname, platform.nodes));
-  if (point.strategy == Strategy::DATA_PARALLEL_SINGLE_NODE && layout.nodes > 1)
-    throw InputError(fmt::format("--strategy data-parallel-single-node: {} workers do not fit on one node of '{}' "
-                                 "({} per node)", point.workers, pname, layout.workers_per_node));
+  if (single_node_only(point.strategy) && layout.nodes > 1)
+    throw InputError(fmt::format("--strategy {}: {} workers do not fit on one node of '{}' ({} per node)",
+                                 point.strategy.name(), point.workers, pname, layout.workers_per_node));
   if (point.data == DataMode::REAL) {
     if (platform.storage.kind == platforms::StorageKind::NONE)
       throw InputError(fmt::format("--data real: platform '{}' describes no storage; use --data synthetic", pname));

@@ -1,43 +1,14 @@
-// Names of training strategies and data modes (a CLI contract), and PointResult's JSON round trip
-// used to bring results back from the simulation child process.
+// Names of data modes (a CLI contract) and PointResult's JSON round trip, the one serialisation of a
+// result (the simulation child process, sweeps and --format json all use it). Strategy names come from
+// the exchange and collective tables (src/exchange/table.cpp).
 #include <fmt/format.h>
 
-#include <array>
 #include <nlohmann/json.hpp>
-#include <utility>
 
 #include "common/errors.hpp"
 #include "sim/training.hpp"
 
 namespace dtsim::sim {
-namespace {
-constexpr std::array<std::pair<Strategy, const char*>, 8> STRATEGY_NAMES{{
-    {Strategy::ALLREDUCE_RING, "allreduce-ring"},
-    {Strategy::ALLREDUCE_TREE, "allreduce-tree"},
-    {Strategy::ALLREDUCE_RHD, "allreduce-rhd"},
-    {Strategy::ALLREDUCE_HIER, "allreduce-hier"},
-    {Strategy::PS, "ps"},
-    {Strategy::PS_REPLICATED, "ps-replicated"},
-    {Strategy::PS_ASYNC, "ps-async"},
-    {Strategy::DATA_PARALLEL_SINGLE_NODE, "data-parallel-single-node"},
-}};
-}  // namespace
-
-Strategy strategy_by_name(const std::string& name) {
-  std::string known;
-  for (const auto& [s, n] : STRATEGY_NAMES) {
-    if (name == n) return s;
-    known += known.empty() ? n : std::string(", ") + n;
-  }
-  throw InputError(fmt::format("--strategy: unknown strategy '{}' (expected one of: {})", name, known));
-}
-
-std::string to_string(Strategy s) {
-  for (const auto& [k, n] : STRATEGY_NAMES)
-    if (k == s) return n;
-  return "unknown";
-}
-
 DataMode data_mode_by_name(const std::string& name) {
   if (name == "synthetic") return DataMode::SYNTHETIC;
   if (name == "real") return DataMode::REAL;
@@ -60,7 +31,13 @@ std::string to_json_text(const PointResult& r) {
                    {"inter_node_bytes", r.inter_node_bytes},
                    {"intra_node_bytes", r.intra_node_bytes},
                    {"buckets", r.buckets},
-                   {"activities", r.activities}};
+                   {"activities", r.activities},
+                   {"flows", r.flows},
+                   {"gradient_bytes", r.gradient_bytes},
+                   {"busiest_nic_node", r.busiest_nic_node},
+                   {"busiest_nic_bytes", r.busiest_nic_bytes},
+                   {"busiest_nic_busy", r.busiest_nic_busy},
+                   {"busiest_nic_server", r.busiest_nic_server}};
   return j.dump();
 }
 
@@ -83,6 +60,12 @@ PointResult point_result_from_json_text(const std::string& text) {
   r.intra_node_bytes = j.at("intra_node_bytes").get<double>();
   r.buckets = j.at("buckets").get<int>();
   r.activities = j.at("activities").get<std::int64_t>();
+  r.flows = j.at("flows").get<std::int64_t>();
+  r.gradient_bytes = j.at("gradient_bytes").get<double>();
+  r.busiest_nic_node = j.at("busiest_nic_node").get<int>();
+  r.busiest_nic_bytes = j.at("busiest_nic_bytes").get<double>();
+  r.busiest_nic_busy = j.at("busiest_nic_busy").get<double>();
+  r.busiest_nic_server = j.at("busiest_nic_server").get<int>();
   return r;
 }
 

@@ -65,20 +65,4 @@ class World {
   std::unique_ptr<Impl> impl_;
 };
 
-// Collectives as callback-driven operations on a World; `ranks` are worker ranks.
-// Coarse mode merges identical steps into fewer flows and adds step latencies in closed form.
-// `mode` AUTO picks coarse above COARSE_ABOVE_RANKS ranks (resolve_mode). `ranks` must be distinct.
-// Coarse mode also reuses the duration of an identical collective (same pattern, ranks and bytes)
-// that ran with no other flow on the network, when no flow is in flight at its start either.
-void start_allreduce(World& world, CommPattern algorithm, const std::vector<int>& ranks, double bytes,
-                     CommMode mode, std::function<void()> done);
-void start_broadcast(World& world, int root, const std::vector<int>& ranks, double bytes, CommMode mode,
-                     std::function<void()> done);
-
-// Parameter-server exchange: each rank pushes bytes/servers to every server host, and once a server
-// holds all pushes it answers every rank with bytes/servers (synchronous PS). Coarse mode merges the
-// ranks of one node into one flow from the node's CPU side per server.
-void start_ps_exchange(World& world, const std::vector<int>& ranks, const std::vector<simgrid::s4u::Host*>& servers,
-                       double bytes, CommMode mode, std::function<void()> done);
-
 }  // namespace dtsim::sim

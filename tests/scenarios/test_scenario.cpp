@@ -46,7 +46,7 @@ sweep: {product: {batch: [32, 64]}}
   CHECK(s.workers == std::vector<int>{1, 2, 4});
   CHECK(s.ps == std::vector<int>{1, 1, 3});
   CHECK(s.batch == 64);
-  CHECK(s.point.strategy == sim::Strategy::PS);
+  CHECK(s.point.strategy == sim::strategy_by_name("ps"));
   CHECK(s.point.ps_placement == sim::PsPlacement::DEDICATED);
   CHECK(s.point.ps_balance == sim::PsBalance::ROUND_ROBIN);
   CHECK(s.point.fusion_bytes == Approx(32.0 * 1024 * 1024));

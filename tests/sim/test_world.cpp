@@ -7,6 +7,7 @@
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
+#include "sim/src/coll/collective.hpp"
 #include "sim/src/world.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
 
@@ -59,7 +60,7 @@ TEST_CASE("sim::World: ring allreduce matches its closed form in both modes", "[
         std::vector<int> ranks;
         for (int i = 0; i < n; ++i) ranks.push_back(i);
         double end = 0;
-        start_allreduce(w, CommPattern::ALLREDUCE_RING, ranks, bytes, mode, [&]() { end = w.now(); });
+        start_collective(w, *collective_or_null("allreduce", "ring"), ranks, bytes, mode, [&]() { end = w.now(); });
         w.run();
         return end;
       });
@@ -78,7 +79,7 @@ TEST_CASE("sim::World: fat-tree platform builds with node-major ranks", "[sim]")
     double end = 0;
     std::vector<int> ranks(32);
     for (int i = 0; i < 32; ++i) ranks[i] = i;
-    start_allreduce(w, CommPattern::ALLREDUCE_RING, ranks, 1e6, CommMode::COARSE, [&]() { end = w.now(); });
+    start_collective(w, *collective_or_null("allreduce", "ring"), ranks, 1e6, CommMode::COARSE, [&]() { end = w.now(); });
     w.run();
     return end;
   });
@@ -103,7 +104,7 @@ TEST_CASE("sim::World: coarse ring reuses the duration of an identical ring that
       const double t0 = w.now();
       if (k == 3) w.transfer(w.worker_host(0), w.worker_host(63), 50e6, []() {});
       if (k == 4) return;
-      start_allreduce(w, CommPattern::ALLREDUCE_RING, ranks, 25e6, CommMode::COARSE, [&, k, t0]() {
+      start_collective(w, *collective_or_null("allreduce", "ring"), ranks, 25e6, CommMode::COARSE, [&, k, t0]() {
         durations.push_back(w.now() - t0);
         next(k + 1);
       });

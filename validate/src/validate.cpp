@@ -187,7 +187,7 @@ ValidationReport run_validation(const ValidateOptions& options) {
     sim::TrainingPoint point;
     point.workers = row.ranks;
     point.workers_per_node = row.ranks;
-    point.strategy = options.strategy == "ps" ? sim::Strategy::PS : sim::Strategy::ALLREDUCE_RING;
+    point.strategy = sim::strategy_by_name(options.strategy == "ps" ? "ps" : "allreduce-ring");
     point.ps_servers = 1;
     point.ps_placement = sim::PsPlacement::COLOCATED;
     point.fusion_bytes = options.fusion_bytes;

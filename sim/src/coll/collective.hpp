@@ -1,0 +1,80 @@
+// Internal to sim/: the collective-algorithm table. Each algorithm lives in its own file
+// (allreduce_ring.cpp, ...) and is listed once in table.cpp, the way SMPI registers its
+// `allreduce-*` algorithms: selection, --help text and error messages are generated from the table.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/comm.hpp"
+
+namespace dtsim::sim {
+
+class World;
+
+using Done = std::function<void()>;
+
+// Where a collective's ranks sit: enough for byte accounting in closed form.
+struct RankGeometry {
+  int ranks = 1;
+  int nodes = 1;
+  int ranks_per_node = 1;  // node-major placement; the last node may hold fewer
+};
+
+// Bytes a collective moves, summed over all ranks, split by node boundary.
+struct ByteSplit {
+  double inter_node_B = 0;
+  double intra_node_B = 0;
+};
+
+// A uniform network for closed forms: every rank has one full-duplex link of `bandwidth_Bps` per
+// direction to a non-blocking switch; a message pays `latency_s` (end to end) before bandwidth.
+struct UniformNetwork {
+  double latency_s = 0;
+  double bandwidth_Bps = 0;
+};
+
+struct CollectiveAlgorithm {
+  std::string operation;    // "allreduce" or "broadcast"
+  std::string name;         // "ring", "tree", ...; the full name is operation-name
+  std::string description;  // one line for --help and docs
+  // Starts the collective over `ranks` (rank list order is the algorithm's rank order); `done` is
+  // called once every rank holds the result. `mode` is already resolved (COARSE or FINE).
+  std::function<void(World&, const std::vector<int>& ranks, double bytes, CommMode mode, Done done)> start;
+  // algbw -> busbw (NCCL-tests convention) for n ranks.
+  std::function<double(int n)> busbw_factor;
+  // Bytes moved by one call of `bytes`, by node boundary.
+  std::function<ByteSplit(const RankGeometry&, double bytes)> bytes_moved;
+  // Time of one call on a UniformNetwork (the closed form the tests check the simulation against).
+  std::function<double(const UniformNetwork&, int n, double bytes)> closed_form_s;
+
+  std::string full_name() const { return operation + "-" + name; }
+};
+
+// Every algorithm, in table order.
+const std::vector<CollectiveAlgorithm>& collective_table();
+// The algorithm `operation`-`name` ("allreduce", "ring"); nullptr when there is none.
+const CollectiveAlgorithm* collective_or_null(const std::string& operation, const std::string& name);
+// The same, or InputError naming `what` (a flag or field) and listing the accepted names.
+const CollectiveAlgorithm& collective_by_name(const std::string& operation, const std::string& name,
+                                              const std::string& what);
+// "ring, tree, rhd, hier": the names of one operation's algorithms, for messages and help.
+std::string collective_names(const std::string& operation);
+
+// Runs `algorithm` over `ranks` on `world`: checks the ranks, handles one rank, resolves AUTO mode
+// and reuses the duration of an identical coarse collective that ran alone (see start_allreduce).
+void start_collective(World& world, const CollectiveAlgorithm& algorithm, const std::vector<int>& ranks,
+                      double bytes, CommMode mode, Done done);
+
+// Shared by the algorithm files.
+namespace coll {
+// Calls `done` once the returned function has been called `count` times.
+std::function<void()> countdown(int count, Done done);
+// Ranks grouped by node in order of first appearance.
+std::vector<std::vector<int>> group_by_node(const World& world, const std::vector<int>& ranks);
+// Ring-equivalent bytes of an allreduce (2(n-1)/n x bytes per rank) split by node boundary, for
+// algorithms whose per-rank traffic matches the ring's.
+ByteSplit ring_like_bytes(const RankGeometry& g, double bytes);
+}  // namespace coll
+
+}  // namespace dtsim::sim

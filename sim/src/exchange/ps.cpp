@@ -1,0 +1,243 @@
+// Parameter-server family (TensorFlow's variable_update modes): variables placed on server shards
+// (greedy by bytes, or round robin); each worker pulls every shard before forward and pushes each
+// variable's gradient as soon as backward produces it. `ps`: synchronous, the servers update once every
+// worker has pushed; `ps-async`: no barrier, each worker goes on alone; `ps-replicated`: the GPUs of a
+// node sum their gradients on the node's first GPU, which pushes and pulls for the node.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+
+#include "sim/src/exchange/exchange.hpp"
+
+namespace dtsim::sim {
+namespace {
+
+enum class Variant { SYNC, ASYNC, REPLICATED };
+
+class PsExchange final : public Exchange {
+ public:
+  PsExchange(ReplayServices& replay, const Strategy& strategy) : Exchange(replay) {
+    variant_ = strategy.exchange == "ps-async"        ? Variant::ASYNC
+               : strategy.exchange == "ps-replicated" ? Variant::REPLICATED
+                                                      : Variant::SYNC;
+    const auto& point = replay.point();
+    servers_ = point.ps_servers;
+    const auto placement = place_variables(replay.profile(), servers_, point.ps_balance);
+    shard_bytes_ = server_bytes(replay.profile(), placement, servers_);
+    bucket_bytes_ = bucket_server_bytes(replay.profile(), replay.plan(), placement, servers_);
+    const double total = std::accumulate(shard_bytes_.begin(), shard_bytes_.end(), 0.0);
+    max_shard_fraction_ = total > 0 ? *std::max_element(shard_bytes_.begin(), shard_bytes_.end()) / total : 0;
+    ranks_.assign(static_cast<std::size_t>(replay.workers()), RankState{});
+    units_done_.assign(static_cast<std::size_t>(replay.iterations()), 0);
+    nodes_.resize(static_cast<std::size_t>(replay.layout().nodes));
+  }
+
+  int servers() const override { return servers_; }
+
+  void name_tracks() override {
+    for (int s = 0; s < servers_; ++s)
+      replay_.trace().name_track(TraceRecorder::Group::SERVERS, s, fmt::format("PS shard {} (node {})", s, server_node(s)));
+  }
+
+  int forward_gates(int rank, int /*it*/) const override {
+    (void)rank;
+    return 1;  // the parameters (ps-replicated: the leader's copy)
+  }
+
+  void iteration_start(int rank, int it) override {
+    auto& rs = ranks_[static_cast<std::size_t>(rank)];
+    rs = RankState{};
+    auto& w = replay_.world();
+    if (variant_ != Variant::REPLICATED) {
+      pull_all(rank, it, w.worker_host(rank), node_of(rank), [this, rank, it] { replay_.release_gate(rank, it); });
+      return;
+    }
+    const int n = node_of(rank);
+    if (rank != leader_of(n)) return;  // the leader pulls for the node, then copies to each local GPU
+    pull_all(rank, it, w.worker_host(rank), n, [this, n, rank, it] {
+      auto& world = replay_.world();
+      for (int q = leader_of(n) + 1; q < leader_of(n) + local_count(n); ++q)
+        replay_.transfer(world.worker_host(rank), n, world.worker_host(q), n, replay_.plan().grad_bytes,
+                         [this, q, it] { replay_.release_gate(q, it); });
+      replay_.release_gate(rank, it);
+    });
+  }
+
+  void bucket_ready(int rank, int it, std::size_t k) override {
+    if (variant_ == Variant::REPLICATED) {
+      replicated_bucket_ready(rank, it, k);
+      return;
+    }
+    auto& rs = ranks_[static_cast<std::size_t>(rank)];
+    push_bucket(rank, it, k, replay_.world().worker_host(rank), node_of(rank), &rs.pushes_outstanding,
+                [this, rank, it] { maybe_rank_done(rank, it); });
+  }
+
+  void backward_done(int rank, int it) override {
+    ranks_[static_cast<std::size_t>(rank)].bwd_done = true;
+    if (variant_ != Variant::REPLICATED) {
+      maybe_rank_done(rank, it);
+      return;
+    }
+    ++node_iter(node_of(rank), it).bwd_done;
+    maybe_node_done(node_of(rank), it);
+  }
+
+  int server_on_node(int node) const override {
+    for (int s = 0; s < servers_; ++s)
+      if (server_node(s) == node) return s;
+    return -1;
+  }
+
+ private:
+  struct RankState {
+    bool bwd_done = false;
+    bool finishing = false;
+    int pushes_outstanding = 0;
+  };
+  struct NodeIter {
+    std::vector<int> local_ready;  // local contributions per bucket
+    int pushes_outstanding = 0;
+    int buckets_pushed = 0;
+    int bwd_done = 0;
+    bool done = false;
+  };
+
+  const Layout& layout() const { return replay_.layout(); }
+  int node_of(int r) const { return r / layout().workers_per_node; }
+  int leader_of(int n) const { return n * layout().workers_per_node; }
+  int local_count(int n) const {
+    return std::min(layout().workers_per_node, replay_.workers() - n * layout().workers_per_node);
+  }
+  bool dedicated() const { return replay_.point().ps_placement == PsPlacement::DEDICATED; }
+  int server_node(int s) const { return dedicated() ? layout().nodes + s : s % layout().nodes; }
+  simgrid::s4u::Host* server_host(int s) const {
+    auto& w = replay_.world();
+    return dedicated() ? w.dedicated_ps_host(s) : w.node_host(s % layout().nodes);
+  }
+
+  // Pulls every shard holding parameters into `dst` (one flow per server).
+  void pull_all(int r, int it, simgrid::s4u::Host* dst, int dst_node, Callback done) {
+    auto pending = std::make_shared<int>(0);
+    auto finish = std::make_shared<Callback>(std::move(done));
+    const double t0 = replay_.world().now();
+    for (double b : shard_bytes_)
+      if (b > 0) ++*pending;
+    if (*pending == 0) {
+      replay_.world().after(0, [finish] { (*finish)(); });
+      return;
+    }
+    for (int s = 0; s < servers_; ++s) {
+      const double bytes = shard_bytes_[static_cast<std::size_t>(s)];
+      if (bytes <= 0) continue;
+      replay_.transfer(server_host(s), server_node(s), dst, dst_node, bytes, [this, pending, finish, r, it, s, t0] {
+        const double now = replay_.world().now();
+        if (replay_.tracing(it))
+          replay_.trace().add(TraceRecorder::Group::SERVERS, s, fmt::format("pull by worker {}", r), "pull", t0, now);
+        if (--*pending == 0) {
+          replay_.record_comm(r, it, t0, now);
+          (*finish)();
+        }
+      });
+    }
+  }
+
+  void push_bucket(int r, int it, std::size_t k, simgrid::s4u::Host* src, int src_node, int* outstanding,
+                   Callback on_all_done) {
+    const double t0 = replay_.world().now();
+    for (int s = 0; s < servers_; ++s) {
+      const double bytes = bucket_bytes_[k][static_cast<std::size_t>(s)];
+      if (bytes <= 0) continue;
+      ++*outstanding;
+      replay_.transfer(src, src_node, server_host(s), server_node(s), bytes,
+                       [this, r, it, s, t0, outstanding, on_all_done] {
+                         const double now = replay_.world().now();
+                         replay_.record_comm(r, it, t0, now);
+                         if (replay_.tracing(it))
+                           replay_.trace().add(TraceRecorder::Group::SERVERS, s, fmt::format("push from worker {}", r),
+                                               "push", t0, now);
+                         if (--*outstanding == 0) on_all_done();
+                       });
+    }
+  }
+
+  void maybe_rank_done(int r, int it) {
+    auto& rs = ranks_[static_cast<std::size_t>(r)];
+    if (!rs.bwd_done || rs.pushes_outstanding > 0 || rs.finishing) return;
+    rs.finishing = true;
+    if (variant_ == Variant::ASYNC) {
+      replay_.end_iteration(r, it);  // the servers apply this worker's gradients; no one waits
+      return;
+    }
+    unit_done(it, replay_.workers());
+  }
+
+  NodeIter& node_iter(int n, int it) {
+    auto& iters = nodes_[static_cast<std::size_t>(n)];
+    if (iters.empty()) {
+      iters.resize(static_cast<std::size_t>(replay_.iterations()));
+      for (auto& x : iters) x.local_ready.assign(replay_.plan().buckets.size(), 0);
+    }
+    return iters[static_cast<std::size_t>(it)];
+  }
+
+  // Each local gradient goes to the node's leader GPU; when all local copies are summed, the leader
+  // pushes the bucket to the servers.
+  void replicated_bucket_ready(int r, int it, std::size_t k) {
+    const int n = node_of(r);
+    const int leader = leader_of(n);
+    auto arrived = [this, n, it, k, leader] {
+      auto& ni = node_iter(n, it);
+      if (++ni.local_ready[k] < local_count(n)) return;
+      push_bucket(leader, it, k, replay_.world().worker_host(leader), n, &ni.pushes_outstanding,
+                  [this, n, it] { maybe_node_done(n, it); });
+      ++ni.buckets_pushed;
+      maybe_node_done(n, it);
+    };
+    if (r == leader) {
+      arrived();
+    } else {
+      auto& w = replay_.world();
+      replay_.transfer(w.worker_host(r), n, w.worker_host(leader), n, replay_.plan().buckets[k].bytes, arrived);
+    }
+  }
+
+  void maybe_node_done(int n, int it) {
+    auto& ni = node_iter(n, it);
+    if (ni.done || ni.bwd_done < local_count(n) || ni.pushes_outstanding > 0 ||
+        ni.buckets_pushed < static_cast<int>(replay_.plan().buckets.size()))
+      return;
+    ni.done = true;
+    unit_done(it, layout().nodes);
+  }
+
+  // Synchronous: when every unit has pushed, the servers apply the update (in parallel, the busiest
+  // shard last), then every worker starts the next iteration.
+  void unit_done(int it, int units) {
+    if (++units_done_[static_cast<std::size_t>(it)] < units) return;
+    const double update_s = replay_.plan().update_s * max_shard_fraction_;
+    replay_.count_activity();
+    replay_.world().after(update_s, [this, it] {
+      for (int r = 0; r < replay_.workers(); ++r) replay_.end_iteration(r, it);
+    });
+  }
+
+  Variant variant_ = Variant::SYNC;
+  int servers_ = 1;
+  std::vector<double> shard_bytes_;
+  std::vector<std::vector<double>> bucket_bytes_;
+  double max_shard_fraction_ = 0;
+  std::vector<RankState> ranks_;
+  std::vector<int> units_done_;
+  std::vector<std::vector<NodeIter>> nodes_;
+};
+
+}  // namespace
+
+std::unique_ptr<Exchange> make_ps_exchange(ReplayServices& replay, const Strategy& strategy) {
+  return std::make_unique<PsExchange>(replay, strategy);
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,114 @@
+// Tests of the collective table (sim/src/coll/): every algorithm against its own closed form on a
+// uniform network, coarse against fine, byte accounting, the double binary tree's shape, and names.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+
+#include "common/errors.hpp"
+#include "sim/comm.hpp"
+#include "sim/src/coll/collective.hpp"
+#include "sim/training.hpp"
+#include "tests/sim/comm_test_platforms.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace dtsim::sim {
+std::array<std::vector<int>, 2> double_binary_trees(int nodes);  // allreduce_tree.cpp, for shape tests
+}
+
+namespace {
+constexpr double BW = 1.25e9;  // 10 Gb/s ports
+constexpr double LAT = 5e-6;   // per port: 2 x LAT between two nodes
+constexpr double S = 25e6;
+
+double simulate(const CollectiveAlgorithm& a, int n, double bytes, CommMode mode) {
+  CommRequest r;
+  r.pattern = a.full_name();
+  r.workers = n;
+  r.bytes = bytes;
+  r.mode = mode;
+  return simulate_comm(test_platforms::uniform_star(n, BW, LAT), r).time_s;
+}
+}  // namespace
+
+TEST_CASE("sim::Collective: every algorithm matches its closed form on a uniform network", "[sim][coll]") {
+  for (const auto& a : collective_table()) {
+    for (int n : {4, 6, 16}) {
+      const double expected = a.closed_form_s({2 * LAT, BW}, n, S);
+      INFO(a.full_name() << " n=" << n);
+      // The pipelined tree keeps one chunk in flight per edge: each chunk also pays a hop latency.
+      CHECK(simulate(a, n, S, CommMode::FINE) == Approx(expected).epsilon(a.name == "tree" ? 0.06 : 0.02));
+    }
+  }
+}
+
+TEST_CASE("sim::Collective: coarse mode agrees with fine mode (tree: pipeline fill in closed form)", "[sim][coll]") {
+  auto p = test_platforms::gpu_fat_tree(16, 4);
+  for (const char* name : {"allreduce-ring", "allreduce-tree", "allreduce-hier"}) {
+    for (int n : {8, 32}) {
+      CommRequest r;
+      r.pattern = name;
+      r.workers = n;
+      r.bytes = 25e6;
+      r.mode = CommMode::FINE;
+      const auto fine = simulate_comm(p, r);
+      r.mode = CommMode::COARSE;
+      const auto coarse = simulate_comm(p, r);
+      INFO(name << " n=" << n);
+      CHECK(coarse.time_s == Approx(fine.time_s).epsilon(std::string(name) == "allreduce-tree" ? 0.15 : 0.05));
+      CHECK(coarse.flows < fine.flows);
+    }
+  }
+}
+
+TEST_CASE("sim::Collective: the double binary tree is two complementary spanning trees", "[sim][coll]") {
+  for (int n : {2, 3, 8, 13, 64}) {
+    const auto trees = double_binary_trees(n);
+    int interior_in_both = 0;
+    for (const auto& t : trees) {
+      int roots = 0;
+      for (int v = 0; v < n; ++v) {
+        if (t[static_cast<std::size_t>(v)] < 0) ++roots;
+        int hops = 0;  // every position reaches the root in at most log2 n + 1 hops (no cycles)
+        for (int q = v; t[static_cast<std::size_t>(q)] >= 0 && hops <= n; q = t[static_cast<std::size_t>(q)]) ++hops;
+        CHECK(hops <= static_cast<int>(std::log2(n)) + 1);
+      }
+      CHECK(roots == 1);
+    }
+    for (int v = 0; v < n; ++v) {
+      bool interior[2] = {false, false};
+      for (int t = 0; t < 2; ++t)
+        for (int c : trees[static_cast<std::size_t>(t)]) interior[t] = interior[t] || c == v;
+      if (interior[0] && interior[1]) ++interior_in_both;
+    }
+    INFO("n=" << n);
+    CHECK(interior_in_both <= n / 2);  // most ranks are a leaf in one of the trees
+  }
+}
+
+TEST_CASE("sim::Collective: rhd exchanges the largest half at distance 1 (inside a node)", "[sim][coll]") {
+  const auto& rhd = *collective_or_null("allreduce", "rhd");
+  const auto& ring = *collective_or_null("allreduce", "ring");
+  // 64 ranks, 8 per node: distance 1, 2, 4 stay inside a node; only the small pieces cross.
+  const RankGeometry g{64, 8, 8};
+  const auto split = rhd.bytes_moved(g, 1e6);
+  CHECK(split.inter_node_B + split.intra_node_B == Approx(ring.bytes_moved(g, 1e6).inter_node_B +
+                                                         ring.bytes_moved(g, 1e6).intra_node_B));
+  // Steps at distance 8, 16, 32 carry 1/16 + 1/32 + 1/64 of the buffer each way, per rank.
+  CHECK(split.inter_node_B == Approx(2 * 64 * 1e6 * (1.0 / 16 + 1.0 / 32 + 1.0 / 64)));
+}
+
+TEST_CASE("sim::Collective: names come from the tables; unknown names are errors", "[sim][coll]") {
+  CHECK(collective_names("allreduce") == "ring, tree, rhd, hier");
+  const auto names = strategy_names();
+  CHECK(std::find(names.begin(), names.end(), "allreduce-tree") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "ps-async") != names.end());
+  CHECK(strategy_by_name("allreduce-rhd") == Strategy{"allreduce", "rhd"});
+  CHECK(strategy_by_name("ps").collective.empty());
+  CHECK(strategy_help().find("allreduce-tree: ") != std::string::npos);
+  CHECK_THROWS_AS(collective_by_name("allreduce", "butterfly", "--strategy"), InputError);
+  CHECK_THROWS_AS(strategy_by_name("allreduce"), InputError);
+  CHECK_THROWS_AS(check_comm_pattern("ps-replicated"), InputError);
+}
