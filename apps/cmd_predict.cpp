@@ -19,7 +19,7 @@ constexpr double BYTES_PER_MB = 1024.0 * 1024.0;
 constexpr double S_PER_MS = 1e-3;
 
 struct PredictArgs {
-  std::string scenario, model, platform, workers, strategy, ps, ps_placement, ps_balance, data, format = "table",
+  std::string scenario, model, platform, workers, strategy, framework, ps, ps_placement, ps_balance, data, format = "table",
                                                                                                  out, trace;
   int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
@@ -54,6 +54,7 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   if (a.given("--ps")) scenarios::set_ps_text(s, a.ps, "--ps");
   if (a.given("--ps-placement")) s.point.ps_placement = sim::ps_placement_by_name(a.ps_placement);
   if (a.given("--ps-balance")) s.point.ps_balance = sim::ps_balance_by_name(a.ps_balance);
+  if (a.given("--framework")) sim::apply_framework(s.point, sim::framework_by_name(a.framework));  // flags below override
   if (a.given("--fusion-mb")) {
     if (!(a.fusion_mb >= 0) || a.fusion_mb > 1e6)
       throw InputError(fmt::format("--fusion-mb: expected 0..1e6 MiB, got {}", a.fusion_mb));
@@ -103,7 +104,7 @@ void print(const PredictArgs& a, const scenarios::Scenario& s, const std::vector
       points.push_back(p);
     }
     nlohmann::json doc{{"model", s.model},           {"platform", s.platform},
-                       {"strategy", sim::to_string(s.point.strategy)}, {"batch", s.batch},
+                       {"strategy", sim::to_string(s.point.strategy)}, {"framework", s.point.framework.name}, {"batch", s.batch},
                        {"points", points}};
     out << doc.dump(2) << '\n';
     return;
@@ -155,6 +156,9 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--ps", a->ps, "Parameter servers: N, one per --workers entry (N1,N2,...), or auto");
   cmd->add_option("--ps-placement", a->ps_placement, "colocated|dedicated");
   cmd->add_option("--ps-balance", a->ps_balance, "greedy|round-robin (variable placement on servers)");
+  cmd->add_option("--framework", a->framework,
+                  "Framework runtime profile (sets fusion and cycle defaults; docs/frameworks.md), one of:\n" +
+                      sim::framework_help());
   cmd->add_option("--fusion-mb", a->fusion_mb, "Gradient fusion threshold in MiB (0 = one exchange per layer)");
   cmd->add_option("--cycle-ms", a->cycle_ms, "Horovod cycle time in ms (0 = exchange as soon as ready)");
   cmd->add_flag("--no-overlap", a->no_overlap, "Start gradient exchange only after the whole backward pass");

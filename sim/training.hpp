@@ -39,6 +39,28 @@ struct Variability {
   std::uint64_t seed = 1;
 };
 
+// What a framework's runtime adds around each collective (docs/frameworks.md).
+struct FrameworkRuntime {
+  std::string name = "none";
+  bool negotiation = false;    // a small allreduce among all ranks before each collective (Horovod)
+  bool fusion_copies = false;  // fused gradients copied into and out of a buffer at device memory bandwidth
+};
+
+// A framework profile: its runtime and the defaults it sets (docs/frameworks.md, with sources).
+struct FrameworkProfile {
+  std::string name;
+  std::string description;
+  double fusion_bytes = 0;  // bucket / fusion-buffer size
+  double cycle_s = 0;       // Horovod's cycle time (0: exchange as soon as ready)
+  FrameworkRuntime runtime;
+};
+const std::vector<FrameworkProfile>& framework_profiles();
+// The profile named `name`; InputError naming `what` and listing the names otherwise.
+const FrameworkProfile& framework_by_name(const std::string& name, const std::string& what = "--framework");
+std::string framework_help();  // one line per profile
+// Sets the point's fusion size, cycle time and runtime from the profile.
+void apply_framework(struct TrainingPoint& point, const FrameworkProfile& profile);
+
 struct TrainingPoint {
   int workers = 1;
   int workers_per_node = 0;  // 0 = platform default
@@ -49,6 +71,7 @@ struct TrainingPoint {
   double fusion_bytes = 64.0 * 1024 * 1024;  // Horovod's default fusion threshold
   double cycle_s = 0;                        // Horovod cycle time; 0 = exchange as soon as ready
   bool overlap = true;                       // exchange buckets during the remaining backward
+  FrameworkRuntime framework;                // what the framework's runtime adds around each collective
   DataMode data = DataMode::SYNTHETIC;
   double sample_bytes = 0;                   // real data: bytes read per sample
   int prefetch_depth = 2;                    // batches read ahead

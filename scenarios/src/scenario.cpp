@@ -86,7 +86,7 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   const char* ctx = "scenario";
   yaml::check_keys(node,
                    {"name", "description", "model", "platform", "workers", "batch", "input_h", "input_w", "classes",
-                    "workers_per_node", "threads", "strategy", "ps", "ps_placement", "ps_balance", "fusion_mb",
+                    "workers_per_node", "threads", "strategy", "framework", "ps", "ps_placement", "ps_balance", "fusion_mb",
                     "cycle_ms", "overlap", "data", "sample_bytes", "prefetch_depth", "metadata_ops_per_sample",
                     "preprocess_ms_per_sample", "iterations", "anchor", "calibration_db", "comm_mode", "trace",
                     "variability", "sweep"},
@@ -112,7 +112,12 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   s.point.workers_per_node = non_negative_int("workers_per_node");
   auto& p = s.point;
   try {
-    if (node["strategy"]) p.strategy = sim::strategy_by_name(yaml::required<std::string>(node, "strategy", origin, ctx));
+    if (node["strategy"])
+      p.strategy = sim::strategy_by_name(yaml::required<std::string>(node, "strategy", origin, ctx), "strategy");
+    // The framework's defaults first: fusion_mb and cycle_ms below override them when given.
+    if (node["framework"])
+      sim::apply_framework(p, sim::framework_by_name(yaml::required<std::string>(node, "framework", origin, ctx),
+                                                     "framework"));
     if (node["ps_placement"])
       p.ps_placement = sim::ps_placement_by_name(yaml::required<std::string>(node, "ps_placement", origin, ctx));
     if (node["ps_balance"])

@@ -91,6 +91,7 @@ class Replay final : public ReplayServices {
   const IterationPlan& plan() const override { return plan_; }
   const calibrate::ComputeProfile& profile() const override { return profile_; }
   const Layout& layout() const override { return layout_; }
+  const platforms::Platform& platform() const override { return platform_; }
   int workers() const override { return workers_; }
   int iterations() const override { return iters_; }
   double factor(int r, int it) const override { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }

@@ -13,6 +13,13 @@ namespace dtsim::sim {
 namespace {
 
 constexpr double EPS_S = 1e-12;
+// Horovod's response cache (0.15+) negotiates with a bit vector, one bit per cached tensor, packed in
+// 64-bit words and allreduced among all ranks each cycle (horovod/common/response_cache.cc); the
+// message is tiny, so the cost is the small-message allreduce latency, which grows with log2(ranks).
+constexpr double NEGOTIATION_WORD_B = 8;
+constexpr int TENSORS_PER_WORD = 64;
+// A device-to-device copy reads and writes every byte: it moves at half the memory bandwidth.
+constexpr double COPY_TRAFFIC_PER_BYTE = 2;
 
 class AllreduceExchange final : public Exchange {
  public:
@@ -21,6 +28,11 @@ class AllreduceExchange final : public Exchange {
         algorithm_(collective_by_name("allreduce", strategy.collective, "--strategy")),
         ranks_(static_cast<std::size_t>(replay.workers())) {
     std::iota(ranks_.begin(), ranks_.end(), 0);
+    int tensors = 0;
+    for (const auto& l : replay.profile().layers) tensors += l.grad_bytes > 0 ? 1 : 0;
+    negotiation_B_ = NEGOTIATION_WORD_B * ((tensors + TENSORS_PER_WORD - 1) / TENSORS_PER_WORD);
+    const double mem_Bps = replay.platform().worker_device().mem_bandwidth_Bps;
+    copy_s_per_B_ = mem_Bps > 0 ? COPY_TRAFFIC_PER_BYTE / mem_Bps : 0;
     iters_.resize(static_cast<std::size_t>(replay.iterations()));
     for (auto& it : iters_) it.ready.assign(replay.plan().buckets.size(), 0);
     done_.assign(static_cast<std::size_t>(replay.workers()), RankIter{});
@@ -109,7 +121,34 @@ class AllreduceExchange final : public Exchange {
         try_start(it);
       }
     };
-    start_collective(w, algorithm_, ranks_, bytes, replay_.point().comm_mode, std::move(done));
+    // The framework's runtime around the collective: negotiation, then the copy into the fusion
+    // buffer, the collective, and the copy back out (only fused buckets of several tensors are copied).
+    const auto& fw = replay_.point().framework;
+    const double copy_s = fw.fusion_copies && replay_.plan().buckets[k].layers.size() > 1 ? bytes * copy_s_per_B_ : 0;
+    auto collective = [this, bytes, copy_s, done = std::move(done)]() mutable {
+      auto& world = replay_.world();
+      auto copy_out = [&world, copy_s, done = std::move(done)]() mutable {
+        if (copy_s > 0) {
+          world.after(copy_s, std::move(done));
+        } else {
+          done();
+        }
+      };
+      auto run = [this, bytes, copy_out = std::move(copy_out)]() mutable {
+        start_collective(replay_.world(), algorithm_, ranks_, bytes, replay_.point().comm_mode, std::move(copy_out));
+      };
+      if (copy_s > 0) {
+        world.after(copy_s, std::move(run));
+      } else {
+        run();
+      }
+    };
+    if (fw.negotiation && replay_.workers() > 1) {
+      start_collective(w, *collective_or_null("allreduce", "rhd"), ranks_, negotiation_B_, CommMode::FINE,
+                       std::move(collective));
+    } else {
+      collective();
+    }
   }
 
   void maybe_finish(int rank, int it) {
@@ -120,6 +159,8 @@ class AllreduceExchange final : public Exchange {
   }
 
   const CollectiveAlgorithm& algorithm_;
+  double negotiation_B_ = 0;  // bytes of one negotiation allreduce
+  double copy_s_per_B_ = 0;   // seconds per byte of one fusion-buffer copy
   std::vector<int> ranks_;
   std::vector<Iter> iters_;
   std::vector<RankIter> done_;  // per rank: the iteration whose backward is over

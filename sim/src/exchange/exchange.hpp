@@ -30,6 +30,7 @@ class ReplayServices {
   virtual const IterationPlan& plan() const = 0;
   virtual const calibrate::ComputeProfile& profile() const = 0;
   virtual const Layout& layout() const = 0;
+  virtual const platforms::Platform& platform() const = 0;
   virtual int workers() const = 0;
   virtual int iterations() const = 0;
   virtual double factor(int rank, int it) const = 0;  // the worker's compute-time factor (variability)
