@@ -38,6 +38,14 @@ int ps_for(const Scenario& s, std::size_t index) {
   return s.ps.size() == 1 ? s.ps[0] : s.ps[index];
 }
 
+// Server count of the 1-worker baseline when 1 is not in the workers list: the one count given for
+// every entry, else (one count per entry) the count of the smallest entry, the nearest to 1 worker.
+int baseline_ps(const Scenario& s) {
+  if (s.ps.size() <= 1) return ps_for(s, 0);
+  const auto smallest = std::min_element(s.workers.begin(), s.workers.end()) - s.workers.begin();
+  return s.ps[static_cast<std::size_t>(smallest)];
+}
+
 sim::PointResult run_point(const Prepared& p, int workers, int ps, const std::string& trace_path) {
   sim::TrainingPoint point = p.base;
   point.workers = workers;
@@ -116,7 +124,7 @@ Prepared prepare(const Scenario& s) {
 void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
   const double target_s = s.batch / samples_per_s;
   calibrate::anchor_profile(p.profile, samples_per_s);
-  int ps1 = 1;
+  int ps1 = baseline_ps(s);
   for (std::size_t i = 0; i < s.workers.size(); ++i)
     if (s.workers[i] == 1 && !s.ps.empty()) ps1 = ps_for(s, i);
   const sim::PointResult one = run_point(p, 1, ps1, "");
@@ -145,11 +153,15 @@ std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
       out.push_back(run_point(p, s.workers[i], ps_for(s, i), trace));
     }
   }
-  // Efficiency against the 1-worker prediction (simulated once more only if 1 is not in the list).
+  // Efficiency against the 1-worker prediction, which must not depend on whether 1 is in the list:
+  // it is the point a 1-worker entry would get (simulated once more only if 1 is not listed).
   double one = 0;
   for (const auto& r : out)
     if (r.workers == 1) one = r.throughput;
-  if (one <= 0) one = run_point(p, 1, 1, "").throughput;
+  if (one <= 0) {
+    if (ps && s.ps_auto) one = search_ps(p, 1, "").throughput;
+    else one = run_point(p, 1, baseline_ps(s), "").throughput;
+  }
   for (auto& r : out) r.efficiency = one > 0 ? r.throughput / (r.workers * one) : 0;
   return out;
 }

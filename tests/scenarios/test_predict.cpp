@@ -87,3 +87,21 @@ TEST_CASE("scenarios::Predict: bad input exits 2 with one line", "[scenarios][pr
   CHECK(unknown_model.exit_code == 2);
   CHECK(one_line(unknown_model.err));
 }
+
+TEST_CASE("scenarios::Predict: the efficiency baseline does not depend on whether 1 worker is listed",
+          "[scenarios][predict]") {
+  // The 1-worker baseline uses the point's server count: --workers 2 --ps 64 used to report 1.102
+  // against a 1-server baseline, while --workers 1,2 --ps 64 reported 1.000 for the same point.
+  auto efficiency_of_2 = [](const std::string& workers) {
+    const auto r = run_cli({"predict", "--model", "lenet5", "--platform", "ntua-vm", "--batch", "32", "--strategy",
+                            "ps", "--ps", "64", "--workers", workers, "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto doc = nlohmann::json::parse(r.out);
+    return doc["points"].back()["efficiency"].get<double>();
+  };
+  const double alone = efficiency_of_2("2");
+  const double listed = efficiency_of_2("1,2");
+  CHECK(alone == Approx(listed).epsilon(1e-9));
+  CHECK(alone <= 1.0 + 1e-9);
+}
