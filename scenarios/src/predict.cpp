@@ -94,15 +94,44 @@ sim::PointResult search_ps(const Prepared& p, int workers, const std::string& tr
   return tried.at(best);
 }
 
+// Runs `load` and, when `field` came from the scenario file, prefixes its InputError with the
+// field's file:line (the message of an unknown name or a bad model file names neither).
+template <class Fn>
+auto from_field(const Scenario& s, const std::string& field, Fn&& load) {
+  try {
+    return load();
+  } catch (const InputError& e) {
+    const auto it = s.field_origin.find(field);
+    if (it == s.field_origin.end()) throw;
+    throw InputError(fmt::format("{}: field '{}': {}", it->second, field, e.what()));
+  }
+}
+
+// Checks of the simulation name the flag ("--workers: ..."); when the value came from the
+// scenario file instead, the message names the file, line and field.
+[[noreturn]] void rethrow_for_file(const Scenario& s, const InputError& e) {
+  const std::string msg = e.what();
+  const std::size_t colon = msg.find(':');
+  if (colon != std::string::npos) {
+    std::string field = msg.substr(0, colon);
+    if (field.starts_with("--")) field = field.substr(2);
+    std::replace(field.begin(), field.end(), '-', '_');
+    const std::string top = field.substr(0, field.find('.'));
+    if (const auto it = s.field_origin.find(top); it != s.field_origin.end())
+      throw InputError(fmt::format("{}: field '{}':{}", it->second, field, msg.substr(colon + 1)));
+  }
+  throw e;
+}
+
 Prepared prepare(const Scenario& s) {
   Prepared p;
-  p.platform = platforms::load_platform(s.platform);
+  p.platform = from_field(s, "platform", [&] { return platforms::load_platform(s.platform); });
   models::ModelOptions mo;
   mo.batch = s.batch;
   mo.input_h = s.input_h;
   mo.input_w = s.input_w;
   mo.classes = s.classes;
-  const models::Model model = models::load_model(s.model, mo);
+  const models::Model model = from_field(s, "model", [&] { return models::load_model(s.model, mo); });
   calibrate::ProfileOptions po;
   po.threads = s.threads;
   po.workers_per_node = s.point.workers_per_node > 0 ? s.point.workers_per_node : p.platform.default_workers_per_node();
@@ -137,9 +166,7 @@ void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
   calibrate::anchor_profile(p.profile, s.batch / compute_s);
 }
 
-}  // namespace
-
-std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
+std::vector<sim::PointResult> predict_checked(const Scenario& s) {
   check_scenario(s);
   Prepared p = prepare(s);
   if (s.anchor_samples_per_s) apply_anchor(p, s, *s.anchor_samples_per_s);
@@ -164,6 +191,15 @@ std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
   }
   for (auto& r : out) r.efficiency = one > 0 ? r.throughput / (r.workers * one) : 0;
   return out;
+}
+}  // namespace
+
+std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
+  try {
+    return predict_checked(s);
+  } catch (const InputError& e) {
+    rethrow_for_file(s, e);
+  }
 }
 
 }  // namespace dtsim::scenarios
