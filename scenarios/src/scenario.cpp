@@ -39,6 +39,18 @@ std::vector<int> node_count_list(const YAML::Node& node, const char* key, const 
   return out;
 }
 
+// A relative input path in a scenario is relative to the scenario's folder, so a scenario runs from any
+// working directory. Names (zoo models, shipped platforms) have no '/' and no .yaml suffix.
+std::string resolve_path(const std::string& value, const yaml::Origin& origin, bool names_allowed) {
+  if (value.empty()) return value;
+  const bool looks_like_path = value.find('/') != std::string::npos || value.ends_with(".yaml") ||
+                               value.ends_with(".yml") || !names_allowed;
+  const std::filesystem::path p(value);
+  if (!looks_like_path || p.is_absolute()) return value;
+  const std::filesystem::path dir = std::filesystem::path(origin.file).parent_path();
+  return dir.empty() ? value : (dir / p).lexically_normal().string();
+}
+
 }  // namespace
 
 std::vector<int> parse_count_list(const std::string& text, const std::string& flag) {
@@ -112,8 +124,8 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   }
   s.name = yaml::optional<std::string>(node, "name", std::filesystem::path(origin.file).stem().string(), origin, ctx);
   s.description = yaml::optional<std::string>(node, "description", "", origin, ctx);
-  s.model = yaml::required<std::string>(node, "model", origin, ctx);
-  s.platform = yaml::required<std::string>(node, "platform", origin, ctx);
+  s.model = resolve_path(yaml::required<std::string>(node, "model", origin, ctx), origin, true);
+  s.platform = resolve_path(yaml::required<std::string>(node, "platform", origin, ctx), origin, true);
   if (node["workers"]) s.workers = node_count_list(node["workers"], "workers", origin);
   s.batch = yaml::optional<int>(node, "batch", s.batch, origin, ctx);
   if (s.batch < 1) yaml::fail(node["batch"], origin, ctx, fmt::format("field 'batch' must be >= 1, got {}", s.batch));
@@ -175,8 +187,8 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
     yaml::require_positive(a, node["anchor"], "anchor", origin, ctx);
     s.anchor_samples_per_s = a;
   }
-  s.db_path = yaml::optional<std::string>(node, "calibration_db", "", origin, ctx);
-  p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);
+  s.db_path = resolve_path(yaml::optional<std::string>(node, "calibration_db", "", origin, ctx), origin, false);
+  p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);  // an output: like --out, from the cwd
   if (const auto v = node["variability"]) {
     const char* vctx = "scenario variability";
     yaml::check_keys(v, {"jitter_cv", "straggler_probability", "straggler_slowdown", "seed"}, origin, vctx);

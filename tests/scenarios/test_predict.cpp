@@ -173,3 +173,13 @@ TEST_CASE("scenarios::Predict: the efficiency baseline does not depend on whethe
   CHECK(alone == Approx(listed).epsilon(1e-9));
   CHECK(alone <= 1.0 + 1e-9);
 }
+
+TEST_CASE("scenarios::Predict: model paths in a scenario are relative to the scenario's folder", "[scenarios][predict]") {
+  const auto dir = scenario_dir("relative");
+  const auto r = run_cli({"predict", std::string(DTSIM_SOURCE_DIR) + "/scenarios/prace-dgx1-gan.yaml", "--workers",
+                          "1", "--format", "json"},
+                         dir.string());
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  std::filesystem::remove_all(dir);
+}
