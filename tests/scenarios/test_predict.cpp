@@ -144,9 +144,10 @@ TEST_CASE("scenarios::Predict: absurd --anchor and over-long names exit 2 with o
   CHECK(one_line(a.err));
   CHECK(a.err.find("--anchor") != std::string::npos);
   const std::string long_name(300, 'x');
-  for (const char* flag : {"--model", "--platform"}) {
-    auto args = base;
-    args.insert(args.end(), {flag, long_name});
+  for (const bool long_model : {true, false}) {
+    const std::vector<std::string> args{"predict", "--model", long_model ? long_name : "lenet5", "--platform",
+                                        long_model ? "ntua-vm" : long_name, "--workers", "1"};
+    const char* flag = long_model ? "--model" : "--platform";
     const auto r = run_cli(args);
     INFO(flag << ": " << r.err);
     CHECK(r.exit_code == 2);
