@@ -47,7 +47,8 @@ class Guard : public YAML::EventHandler {
     for (const auto& f : stack_)
       if (f.anchor == anchor && anchor != YAML::NullAnchor)
         refuse(mark, "an alias refers to the node that contains it (recursive alias)");
-    const Extent e = anchor < extents_.size() ? extents_[anchor] : Extent{1, 0};
+    const auto id = static_cast<std::size_t>(anchor);  // anchor_t is signed in some yaml-cpp releases
+    const Extent e = id < extents_.size() ? extents_[id] : Extent{1, 0};
     begin(mark, nullptr);
     add_nodes(mark, e.nodes);
     check_depth(mark, static_cast<int>(stack_.size()) + e.height);
@@ -105,8 +106,9 @@ class Guard : public YAML::EventHandler {
   }
   void record(YAML::anchor_t anchor, Extent e) {
     if (anchor == YAML::NullAnchor) return;
-    if (extents_.size() <= anchor) extents_.resize(anchor + 1);
-    extents_[anchor] = e;
+    const auto id = static_cast<std::size_t>(anchor);
+    if (extents_.size() <= id) extents_.resize(id + 1);
+    extents_[id] = e;
   }
   void leaf(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& value) {
     begin(mark, &value);
