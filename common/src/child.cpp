@@ -41,8 +41,9 @@ std::string cause_line(const std::string& text) {
     const std::size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
     line.erase(0, first);
-    const bool frame = line.rfind("->", 0) == 0 || line.rfind("Backtrace", 0) == 0 ||
-                       (std::isdigit(static_cast<unsigned char>(line[0])) && line.find("# ") != std::string::npos);
+    const bool frame =
+        line.rfind("->", 0) == 0 || line.rfind("Backtrace", 0) == 0 ||
+        (std::isdigit(static_cast<unsigned char>(line[0])) && line.find("# ") != std::string::npos);
     if (!frame) best = line;
   }
   return best;
@@ -64,7 +65,7 @@ std::string run_in_child(const std::function<std::string()>& work) {
   int fds[2];
   if (::pipe(fds) != 0) throw Failure(fmt::format("pipe failed: {}", std::strerror(errno)));
   std::FILE* child_err = std::tmpfile();  // anonymous: gone when closed
-  std::fflush(nullptr);  // do not duplicate buffered output into the child
+  std::fflush(nullptr);                   // do not duplicate buffered output into the child
   const pid_t pid = ::fork();
   if (pid < 0) {
     if (child_err != nullptr) std::fclose(child_err);
@@ -107,7 +108,8 @@ std::string run_in_child(const std::function<std::string()>& work) {
   if (WIFSIGNALED(status)) {
     const std::string cause = cause_line(err_text);
     throw Failure(fmt::format("simulation child process died with signal {} ({}){}", WTERMSIG(status),
-                              strsignal(WTERMSIG(status)), cause.empty() ? "" : ": " + printable(cause, 300)));
+                              strsignal(WTERMSIG(status)),
+                              cause.empty() ? "" : ": " + printable(cause, 300)));
   }
   if (data.empty()) throw Failure("simulation child process exited without a result");
   const char tag = data[0];

@@ -27,7 +27,7 @@ namespace {
 // Bounds on what one YAML document may expand to. Aliases let a few hundred bytes stand for
 // billions of nodes ("billion laughs") and an anchor may even refer to itself; every consumer
 // walks the tree (canonical text, key checks), so the reader refuses such documents up front.
-constexpr int kMaxDepth = 64;                       // nesting of maps/sequences, aliases expanded
+constexpr int kMaxDepth = 64;                           // nesting of maps/sequences, aliases expanded
 constexpr std::uint64_t kMaxExpandedNodes = 1'000'000;  // nodes after expanding every alias
 
 // Watches the parser's events before the tree is built: alias cycles, expansion size, depth and
@@ -142,13 +142,14 @@ std::size_t invalid_utf8_at(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) len = 1, cp = c;
-    else if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-    else return i;
+    // Sequence length from the lead byte's high bits, and the code point bits it carries.
+    const std::size_t len = c < 0x80             ? 1
+                            : (c & 0xE0) == 0xC0 ? 2
+                            : (c & 0xF0) == 0xE0 ? 3
+                            : (c & 0xF8) == 0xF0 ? 4
+                                                 : 0;
+    if (len == 0) return i;
+    std::uint32_t cp = len == 1 ? c : c & (0x7Fu >> len);
     if (i + len > text.size()) return i;
     for (std::size_t k = 1; k < len; ++k) {
       const auto cc = static_cast<unsigned char>(text[i + k]);
@@ -167,8 +168,8 @@ std::size_t invalid_utf8_at(std::string_view text) {
 YAML::Node load_string(const std::string& text, const std::string& label) {
   if (const std::size_t bad = invalid_utf8_at(text); bad != std::string_view::npos) {
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
-    throw InputError(fmt::format("{}:{}: invalid UTF-8 byte 0x{:02x} (YAML files are UTF-8 text)", label, line,
-                                 static_cast<unsigned char>(text[bad])));
+    throw InputError(fmt::format("{}:{}: invalid UTF-8 byte 0x{:02x} (YAML files are UTF-8 text)", label,
+                                 line, static_cast<unsigned char>(text[bad])));
   }
   try {
     std::istringstream events(text);
@@ -183,7 +184,8 @@ YAML::Node load_string(const std::string& text, const std::string& label) {
 
 YAML::Node load_file(const std::string& path) {
   std::error_code ec;  // the throwing overload reports "File name too long" as a raw library error
-  if (!std::filesystem::is_regular_file(path, ec)) throw InputError(fmt::format("{}: no such file", printable(path)));
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputError(fmt::format("{}: no such file", printable(path)));
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
