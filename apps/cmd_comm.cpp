@@ -50,6 +50,12 @@ void run_pattern(const CommOptions& o) {
   const bool ps = req.pattern == "ps";
   if (!ps && o.ps_servers != 1)
     throw InputError("--ps: only meaningful with --pattern ps");
+  // More shards than workers cannot be faster: each worker's own link already carries the whole
+  // model both ways, so past one shard per worker only flows (and simulation time) grow. Colocated
+  // servers beyond the workers would also have no worker to live on.
+  if (req.pattern == sim::CommPattern::PS && o.workers >= 1 && (o.ps_servers < 1 || o.ps_servers > o.workers))
+    throw InputError(fmt::format("--ps: expected 1..{} servers (at most one per worker, {} placement), got {}",
+                                 o.workers, o.ps_placement, o.ps_servers));
   const auto platform = platforms::load_platform(o.platform);
   const auto r = sim::simulate_comm(platform, req);
   if (format == TextFormat::JSON) {
@@ -111,7 +117,7 @@ const CommandRegistrar registrar("comm", 60, [](CLI::App& root) {
   cmd->add_option("--bytes", opts->bytes,
                   "Message size: B, KB/MB/GB (decimal, x1000) or KiB/MiB/GiB (binary, x1024), e.g. 25MB");
   cmd->add_option("--mode", opts->mode, "auto|coarse|fine (auto: coarse above 64 ranks)")->capture_default_str();
-  cmd->add_option("--ps", opts->ps_servers, "Parameter-server shards (--pattern ps)")->capture_default_str();
+  cmd->add_option("--ps", opts->ps_servers, "Parameter-server shards (--pattern ps), 1..--workers")->capture_default_str();
   cmd->add_option("--ps-placement", opts->ps_placement, "colocated|dedicated (--pattern ps)")->capture_default_str();
   cmd->add_option("--format", opts->format, "table|csv|json")->capture_default_str();
   cmd->require_subcommand(0, 1);

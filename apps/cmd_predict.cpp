@@ -2,6 +2,7 @@
 // list of worker counts, from a scenario file and/or flags (flags override the file).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -75,6 +76,15 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
     s.point.iterations = a.iterations;
   }
   if (a.given("--trace")) s.point.trace_path = a.trace;
+  // A flag replaces the file's value: errors about it then name the flag, not the file.
+  for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
+                           "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
+                           "--no-overlap", "--data", "--anchor", "--iterations", "--trace"}) {
+    if (!a.given(flag)) continue;
+    std::string field(flag + 2);
+    std::replace(field.begin(), field.end(), '-', '_');
+    s.field_origin.erase(field);
+  }
   return s;
 }
 

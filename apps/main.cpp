@@ -8,6 +8,7 @@
 
 #include "apps/command.hpp"
 #include "common/errors.hpp"
+#include "common/text.hpp"
 
 namespace dtsim::apps {
 namespace {
@@ -34,6 +35,12 @@ void setup_all(CLI::App& root) {
 
 }  // namespace dtsim::apps
 
+namespace {
+// Every error is one line: a value echoed from the input cannot add lines (or control characters).
+constexpr std::size_t MAX_MESSAGE_CHARS = 4000;
+std::string one_line(const char* message) { return dtsim::printable(message, MAX_MESSAGE_CHARS); }
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"dtsim: simulate and predict distributed deep-learning training", "dtsim"};
   app.require_subcommand(1);
@@ -48,16 +55,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "dtsim: " << e.what() << " (see --help)\n";
+    std::cerr << "dtsim: " << one_line(e.what()) << " (see --help)\n";
     return 2;
   } catch (const dtsim::InputError& e) {
-    std::cerr << "dtsim: error: " << e.what() << '\n';
+    std::cerr << "dtsim: error: " << one_line(e.what()) << '\n';
     return 2;
   } catch (const dtsim::Failure& e) {
-    std::cerr << "dtsim: failed: " << e.what() << '\n';
+    std::cerr << "dtsim: failed: " << one_line(e.what()) << '\n';
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "dtsim: failed: " << e.what() << '\n';
+    std::cerr << "dtsim: failed: " << one_line(e.what()) << '\n';
     return 1;
   }
   return 0;

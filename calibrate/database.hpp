@@ -48,7 +48,9 @@ class CalibrationDb {
   // Reads `path`; a missing file gives an empty database. A file that is not a valid database is an
   // InputError naming the file and what is wrong (the file is left untouched).
   static CalibrationDb load(const std::string& path);
-  // Writes the whole database to `path` atomically (temporary file + rename). Failure on I/O errors.
+  // Writes the database to `path` atomically (temporary file + rename) under an exclusive lock on
+  // "<path>.lock", merged with what is on disk then (entries saved by another process are kept,
+  // this object's win on a tie), with a content checksum. Failure on I/O errors.
   void save(const std::string& path) const;
 
   // The entry for (host, signature, pass), or null. DISTURBED entries are returned too.
@@ -68,6 +70,7 @@ class CalibrationDb {
     std::map<std::string, std::map<std::string, PassEntry>> entries;
   };
   std::map<std::string, HostData> hosts_;
+  void write_locked(const std::string& path) const;  // the file write of save(), lock held
 };
 
 // $DTSIM_CALIBRATION_DB if set, else <data_dir>/calibrate/data/calibration.json.

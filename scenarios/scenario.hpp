@@ -1,6 +1,7 @@
 // A scenario: everything `dtsim predict` needs (model, platform, workers, strategy ...), from a YAML
 // file (docs/scenario-schema.md) and/or command-line flags, plus an optional sweep block.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ struct Scenario {
   std::optional<double> anchor_samples_per_s;
   std::string db_path;      // calibration database (empty = default)
   sim::TrainingPoint point; // strategy, placement, fusion, cycle, data, iterations, variability ...
+  // "file:line" of each top-level field read from a file, so that errors found later (unknown
+  // model, too many workers for the platform) name where the value came from; a flag that
+  // overrides a field removes its entry.
+  std::map<std::string, std::string> field_origin;
 };
 
 // Mean bytes per ImageNet training sample for `data: real` when sample_bytes is not given: the

@@ -1,12 +1,16 @@
 // Calibration database in JSON (nlohmann): strict load, atomic save, one entry per host/signature/pass.
 #include "calibrate/database.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +18,7 @@
 
 #include "common/errors.hpp"
 #include "common/paths.hpp"
+#include "common/text.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -76,6 +81,46 @@ json entry_to_json(const PassEntry& e) {
               {"op", e.op}};
 }
 
+// Content checksum: FNV-1a (64 bit) of the document's compact dump without the "checksum" field.
+// nlohmann keeps object keys sorted and prints doubles round-trip, so the dump of a parsed file is
+// the dump that was hashed when it was written: any edit of content changes it, formatting does not.
+constexpr std::uint64_t FNV_OFFSET = 14695981039346656037ULL;
+constexpr std::uint64_t FNV_PRIME = 1099511628211ULL;
+constexpr const char* CHECKSUM_FIELD = "checksum";
+
+std::string content_checksum(json doc) {
+  doc.erase(CHECKSUM_FIELD);
+  std::uint64_t h = FNV_OFFSET;
+  for (const char c : doc.dump()) {
+    h ^= static_cast<unsigned char>(c);
+    h *= FNV_PRIME;
+  }
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+// Exclusive advisory lock on "<db>.lock" for the life of the object: writers of one database
+// take turns, so each re-reads what the other saved before replacing the file.
+class DbLock {
+ public:
+  explicit DbLock(const std::string& db_path) : path_(db_path + ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Failure(fmt::format("{}: cannot open the lock file: {}", path_, std::strerror(errno)));
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd_);
+      throw Failure(fmt::format("{}: cannot lock: {}", path_, std::strerror(err)));
+    }
+  }
+  ~DbLock() { ::close(fd_); }  // closing releases the lock
+  DbLock(const DbLock&) = delete;
+  DbLock& operator=(const DbLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 }  // namespace
 
 std::string HostInfo::key() const {
@@ -98,8 +143,21 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
     throw InputError(fmt::format("{}: calibration database is not valid JSON (byte {}); fix or remove it, it was not "
                                  "modified",
                                  path, e.byte));
+  } catch (const json::exception&) {
+    // e.g. out_of_range.406: a number such as 1e309 that no double holds.
+    throw InputError(fmt::format("{}: calibration database holds a number outside the range of a double; fix or "
+                                 "remove it, it was not modified",
+                                 path));
   }
   const Reader r{path};
+  if (doc.is_object() && doc.contains(CHECKSUM_FIELD)) {
+    const json& sum = doc[CHECKSUM_FIELD];
+    if (!sum.is_string()) r.fail("$.checksum", "expected a string");
+    if (sum.get<std::string>() != content_checksum(doc))
+      throw InputError(fmt::format("{}: calibration database checksum does not match its content (edited by hand "
+                                   "or damaged); re-run `dtsim calibrate` into a new file, this one was not modified",
+                                   path));
+  }
   if (r.str(doc, "$", "format") != FORMAT_NAME) r.fail("$.format", fmt::format("expected \"{}\"", FORMAT_NAME));
   if (const std::int64_t version = r.integer(doc, "$", "version"); version != FORMAT_VERSION)
     r.fail("$.version", version == 1 ? fmt::format("expected {}: version 1 databases were timed with warm caches, "
@@ -152,10 +210,27 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
     if (db.hosts_.count(key)) r.fail(hw, "duplicate host " + key);
     db.hosts_[key] = std::move(data);
   }
+  if (!doc.contains(CHECKSUM_FIELD))  // said only once the file is otherwise valid
+    std::cerr << fmt::format("dtsim: warning: {}: calibration database has no checksum (written before checksums); "
+                             "it is accepted, and the next `dtsim calibrate` into it adds one\n",
+                             path);
   return db;
 }
 
 void CalibrationDb::save(const std::string& path) const {
+  const std::filesystem::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+  const DbLock lock(path);
+  // Merge on write: entries another process saved since this one loaded are kept; ours win on a tie.
+  CalibrationDb merged = load(path);
+  for (const auto& [key, data] : hosts_)
+    for (const auto& [sig, passes] : data.entries)
+      for (const auto& [pass, e] : passes) merged.put(data.info, sig, pass, e);
+  merged.write_locked(path);
+}
+
+void CalibrationDb::write_locked(const std::string& path) const {
   json doc{{"format", FORMAT_NAME}, {"version", FORMAT_VERSION}, {"hosts", json::array()}};
   for (const auto& [key, data] : hosts_) {
     json h = host_to_json(data.info);
@@ -166,9 +241,9 @@ void CalibrationDb::save(const std::string& path) const {
     h["entries"] = std::move(entries);
     doc["hosts"].push_back(std::move(h));
   }
+  doc[CHECKSUM_FIELD] = content_checksum(doc);
   const std::filesystem::path target(path);
   std::error_code ec;
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -3,6 +3,8 @@
 #include <string>
 #include <type_traits>
 
+#include "common/text.hpp"
+
 namespace dtsim::yaml {
 
 namespace detail {
@@ -28,7 +30,7 @@ T required(const YAML::Node& map, std::string_view key, const Origin& origin, st
   } catch (const YAML::Exception&) {
     fail(value, origin, context,
          "field '" + std::string(key) + "' must be " + std::string(detail::type_name<T>()) + ", got '" +
-             value.Scalar() + "'");
+             printable(value.Scalar()) + "'");
   }
 }
 

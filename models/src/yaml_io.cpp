@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/text.hpp"
 #include "common/yaml_util.hpp"
 
 namespace dtsim::models {
@@ -75,6 +76,7 @@ Model parse_model_yaml(const std::string& text, const std::string& label, const 
   if (!root || root.IsNull()) throw InputError(fmt::format("{}: empty model file", label));
   dtsim::yaml::check_keys(root, {"name", "input", "classes", "layers"}, origin, "model");
   const auto name = dtsim::yaml::required<std::string>(root, "name", origin, "model");
+  if (name.empty()) dtsim::yaml::fail(root["name"], origin, "model", "field 'name' must not be empty");
   const YAML::Node input = root["input"];
   if (!input) dtsim::yaml::fail(root, origin, "model", "missing required field 'input'");
   dtsim::yaml::check_keys(input, {"channels", "height", "width"}, origin, "input");
@@ -169,7 +171,9 @@ Model parse_model_yaml(const std::string& text, const std::string& label, const 
 }
 
 Model load_model_yaml(const std::string& path, const ModelOptions& options) {
-  if (!std::filesystem::is_regular_file(path)) throw InputError(fmt::format("{}: no such model file", path));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputError(fmt::format("{}: no such model file", dtsim::printable(path)));
   std::ifstream in(path);
   if (!in) throw InputError(fmt::format("{}: cannot be read", path));
   std::stringstream text;

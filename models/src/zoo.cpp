@@ -11,6 +11,7 @@
 #include <map>
 
 #include "common/errors.hpp"
+#include "common/text.hpp"
 #include "models/yaml_io.hpp"
 
 namespace dtsim::models {
@@ -497,9 +498,10 @@ constexpr int MAX_CHANNELS = 1 << 16;
 
 void check_options(const ModelOptions& o, const std::string& what) {
   if (o.batch < 1) throw InputError(fmt::format("{}: batch must be >= 1, got {}", what, o.batch));
-  if (o.input_h < 0 || o.input_w < 0 || o.input_h > MAX_INPUT_SIDE || o.input_w > MAX_INPUT_SIDE)
-    throw InputError(
-        fmt::format("{}: input height and width must be in 1..{}, got {}x{}", what, MAX_INPUT_SIDE, o.input_h, o.input_w));
+  for (const auto& [name, side] : {std::pair{"input_h", o.input_h}, std::pair{"input_w", o.input_w}})
+    if (side < 0 || side > MAX_INPUT_SIDE)
+      throw InputError(
+          fmt::format("{}: {} must be in 1..{} (0 = the model's default), got {}", what, name, MAX_INPUT_SIDE, side));
   if (o.channels < 0 || o.channels > MAX_CHANNELS)
     throw InputError(fmt::format("{}: channels must be in 1..{}, got {}", what, MAX_CHANNELS, o.channels));
   if (o.classes < 0 || o.classes > MAX_CLASSES)
@@ -518,7 +520,8 @@ Model build_zoo_model(const std::string& name, const ModelOptions& options) {
   if (it == zoo().end()) {
     std::string known;
     for (const auto& n : zoo_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError(fmt::format("unknown model '{}' (known: {}; or give a path to a YAML model file)", name, known));
+    throw InputError(
+        fmt::format("unknown model '{}' (known: {}; or give a path to a YAML model file)", printable(name), known));
   }
   check_options(options, fmt::format("model '{}'", name));
   const Defaults& d = it->second.defaults;
@@ -533,7 +536,8 @@ Model load_model(const std::string& name_or_file, const ModelOptions& options) {
   if (zoo().count(name_or_file)) return build_zoo_model(name_or_file, options);
   const bool looks_like_file = name_or_file.find('/') != std::string::npos ||
                                name_or_file.ends_with(".yaml") || name_or_file.ends_with(".yml");
-  if (looks_like_file || std::filesystem::is_regular_file(name_or_file)) {
+  std::error_code ec;  // a name too long for a path is simply not a file
+  if (looks_like_file || std::filesystem::is_regular_file(name_or_file, ec)) {
     check_options(options, name_or_file);
     return load_model_yaml(name_or_file, options);
   }

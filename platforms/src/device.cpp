@@ -12,8 +12,10 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/text.hpp"
 #include "common/paths.hpp"
 #include "common/yaml_util.hpp"
+#include "platforms/src/physical_bounds.hpp"
 
 namespace dtsim::platforms {
 
@@ -81,6 +83,10 @@ double read_figure(const YAML::Node& map, const std::string& key, const yaml::Or
   }
   if (!std::isfinite(value) || value <= 0)
     yaml::fail(node, origin, context, fmt::format("field '{}' must be a finite number > 0, got {}", key, value));
+  if (const auto b = platforms::detail::physical_bounds(key); b && (value < b->lo || value > b->hi))
+    yaml::fail(node, origin, context,
+               fmt::format("field '{}' must be between {:g} and {:g} (docs/platform-schema.md), got {:g}", key, b->lo,
+                           b->hi, value));
   return value;
 }
 
@@ -310,7 +316,7 @@ const Device& DeviceCatalog::by_name(std::string_view name) const {
   if (name == "host" && !host_error_.empty()) throw Failure("device 'host' could not be resolved: " + host_error_);
   std::string known;
   for (const auto& d : devices_) known += (known.empty() ? "" : ", ") + d.name;
-  throw InputError(fmt::format("unknown device '{}' (known: {})", name, known));
+  throw InputError(fmt::format("unknown device '{}' (known: {})", printable(name), known));
 }
 
 std::vector<std::string> DeviceCatalog::names() const {

@@ -11,8 +11,10 @@
 #include <limits>
 
 #include "common/errors.hpp"
+#include "common/text.hpp"
 #include "common/paths.hpp"
 #include "common/yaml_util.hpp"
+#include "platforms/src/physical_bounds.hpp"
 
 namespace dtsim::platforms {
 
@@ -51,6 +53,10 @@ class Reader {
     if (!std::isfinite(v)) yaml::fail(node, origin_, ctx, fmt::format("field '{}' must be a finite number, got {}", key, v));
     if (positive) yaml::require_positive(v, node, key, origin_, ctx);
     else yaml::require_non_negative(v, node, key, origin_, ctx);
+    if (const auto b = detail::physical_bounds(key); b && (v < b->lo || v > b->hi) && !(v == 0 && !positive))
+      yaml::fail(node, origin_, ctx,
+                 fmt::format("field '{}' must be between {:g} and {:g} (docs/platform-schema.md), got {:g}", key,
+                             b->lo, b->hi, v));
     return v;
   }
 
@@ -449,10 +455,12 @@ std::string platform_path(const std::string& name_or_file) {
   if (looks_like_path) return name_or_file;
   if (name_or_file.empty()) throw InputError("platform: empty name (expected a shipped name or a .yaml file)");
   const fs::path shipped = data_dir() / "platforms" / (name_or_file + ".yaml");
-  if (name_or_file != "devices" && fs::is_regular_file(shipped)) return shipped.string();
+  std::error_code ec;  // a name too long for a file name is simply unknown
+  if (name_or_file != "devices" && fs::is_regular_file(shipped, ec)) return shipped.string();
   std::string known;
   for (const auto& n : platform_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InputError(fmt::format("unknown platform '{}' (known: {}; or give a path to a .yaml file)", name_or_file, known));
+  throw InputError(
+      fmt::format("unknown platform '{}' (known: {}; or give a path to a .yaml file)", printable(name_or_file), known));
 }
 
 std::vector<std::string> platform_names() {

@@ -37,6 +37,14 @@ int ps_for(const Scenario& s, std::size_t index) {
   return s.ps.size() == 1 ? s.ps[0] : s.ps[index];
 }
 
+// Server count of the 1-worker baseline when 1 is not in the workers list: the one count given for
+// every entry, else (one count per entry) the count of the smallest entry, the nearest to 1 worker.
+int baseline_ps(const Scenario& s) {
+  if (s.ps.size() <= 1) return ps_for(s, 0);
+  const auto smallest = std::min_element(s.workers.begin(), s.workers.end()) - s.workers.begin();
+  return s.ps[static_cast<std::size_t>(smallest)];
+}
+
 sim::PointResult run_point(const Prepared& p, int workers, int ps, const std::string& trace_path) {
   sim::TrainingPoint point = p.base;
   point.workers = workers;
@@ -85,15 +93,44 @@ sim::PointResult search_ps(const Prepared& p, int workers, const std::string& tr
   return tried.at(best);
 }
 
+// Runs `load` and, when `field` came from the scenario file, prefixes its InputError with the
+// field's file:line (the message of an unknown name or a bad model file names neither).
+template <class Fn>
+auto from_field(const Scenario& s, const std::string& field, Fn&& load) {
+  try {
+    return load();
+  } catch (const InputError& e) {
+    const auto it = s.field_origin.find(field);
+    if (it == s.field_origin.end()) throw;
+    throw InputError(fmt::format("{}: field '{}': {}", it->second, field, e.what()));
+  }
+}
+
+// Checks of the simulation name the flag ("--workers: ..."); when the value came from the
+// scenario file instead, the message names the file, line and field.
+[[noreturn]] void rethrow_for_file(const Scenario& s, const InputError& e) {
+  const std::string msg = e.what();
+  const std::size_t colon = msg.find(':');
+  if (colon != std::string::npos) {
+    std::string field = msg.substr(0, colon);
+    if (field.starts_with("--")) field = field.substr(2);
+    std::replace(field.begin(), field.end(), '-', '_');
+    const std::string top = field.substr(0, field.find('.'));
+    if (const auto it = s.field_origin.find(top); it != s.field_origin.end())
+      throw InputError(fmt::format("{}: field '{}':{}", it->second, field, msg.substr(colon + 1)));
+  }
+  throw e;
+}
+
 Prepared prepare(const Scenario& s) {
   Prepared p;
-  p.platform = platforms::load_platform(s.platform);
+  p.platform = from_field(s, "platform", [&] { return platforms::load_platform(s.platform); });
   models::ModelOptions mo;
   mo.batch = s.batch;
   mo.input_h = s.input_h;
   mo.input_w = s.input_w;
   mo.classes = s.classes;
-  const models::Model model = models::load_model(s.model, mo);
+  const models::Model model = from_field(s, "model", [&] { return models::load_model(s.model, mo); });
   calibrate::ProfileOptions po;
   po.threads = s.threads;
   po.workers_per_node = s.point.workers_per_node > 0 ? s.point.workers_per_node : p.platform.default_workers_per_node();
@@ -115,7 +152,7 @@ Prepared prepare(const Scenario& s) {
 void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
   const double target_s = s.batch / samples_per_s;
   calibrate::anchor_profile(p.profile, samples_per_s);
-  int ps1 = 1;
+  int ps1 = baseline_ps(s);
   for (std::size_t i = 0; i < s.workers.size(); ++i)
     if (s.workers[i] == 1 && !s.ps.empty()) ps1 = ps_for(s, i);
   const sim::PointResult one = run_point(p, 1, ps1, "");
@@ -128,9 +165,7 @@ void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
   calibrate::anchor_profile(p.profile, s.batch / compute_s);
 }
 
-}  // namespace
-
-std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
+std::vector<sim::PointResult> predict_checked(const Scenario& s) {
   check_scenario(s);
   Prepared p = prepare(s);
   if (s.anchor_samples_per_s) apply_anchor(p, s, *s.anchor_samples_per_s);
@@ -144,11 +179,15 @@ std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
       out.push_back(run_point(p, s.workers[i], ps_for(s, i), trace));
     }
   }
-  // Efficiency against the 1-worker prediction (simulated once more only if 1 is not in the list).
+  // Efficiency against the 1-worker prediction, which must not depend on whether 1 is in the list:
+  // it is the point a 1-worker entry would get (simulated once more only if 1 is not listed).
   double one = 0;
   for (const auto& r : out)
     if (r.workers == 1) one = r.throughput;
-  if (one <= 0) one = run_point(p, 1, 1, "").throughput;
+  if (one <= 0) {
+    if (ps && s.ps_auto) one = search_ps(p, 1, "").throughput;
+    else one = run_point(p, 1, baseline_ps(s), "").throughput;
+  }
   const ExplainContext context{ps, p.profile.batch * p.base.sample_bytes, p.platform.network.technology,
                                p.profile.device};
   for (auto& r : out) {
@@ -156,6 +195,15 @@ std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
     r.bottleneck = explain_point(r, context);
   }
   return out;
+}
+}  // namespace
+
+std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
+  try {
+    return predict_checked(s);
+  } catch (const InputError& e) {
+    rethrow_for_file(s, e);
+  }
 }
 
 }  // namespace dtsim::scenarios

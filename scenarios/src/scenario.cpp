@@ -15,6 +15,13 @@ namespace {
 
 constexpr double BYTES_PER_MB = 1024.0 * 1024.0;  // --fusion-mb follows Horovod's MiB threshold
 constexpr double S_PER_MS = 1e-3;
+// Shortest single-worker iteration an anchor may imply (batch / anchor). No training step is
+// faster than a microsecond (a kernel launch alone takes ~5 us on a GPU); 1e300 samples/s would
+// scale kernel times to 1e-298 s, below what the simulator's clock can add.
+constexpr double MIN_ANCHORED_ITERATION_S = 1e-6;
+// Largest input side and class count a scenario may ask for (the model builder's own bounds).
+constexpr int MAX_INPUT_SIDE = 1 << 15;
+constexpr int MAX_CLASSES = 1 << 24;
 
 std::vector<int> node_count_list(const YAML::Node& node, const char* key, const yaml::Origin& origin) {
   std::vector<int> out;
@@ -30,6 +37,18 @@ std::vector<int> node_count_list(const YAML::Node& node, const char* key, const 
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
+}
+
+// A relative input path in a scenario is relative to the scenario's folder, so a scenario runs from any
+// working directory. Names (zoo models, shipped platforms) have no '/' and no .yaml suffix.
+std::string resolve_path(const std::string& value, const yaml::Origin& origin, bool names_allowed) {
+  if (value.empty()) return value;
+  const bool looks_like_path = value.find('/') != std::string::npos || value.ends_with(".yaml") ||
+                               value.ends_with(".yml") || !names_allowed;
+  const std::filesystem::path p(value);
+  if (!looks_like_path || p.is_absolute()) return value;
+  const std::filesystem::path dir = std::filesystem::path(origin.file).parent_path();
+  return dir.empty() ? value : (dir / p).lexically_normal().string();
 }
 
 }  // namespace
@@ -80,6 +99,10 @@ void check_scenario(const Scenario& s) {
     if (p < 1) throw InputError(fmt::format("--ps: expected counts >= 1, got {}", p));
   if (s.anchor_samples_per_s && !(*s.anchor_samples_per_s > 0 && std::isfinite(*s.anchor_samples_per_s)))
     throw InputError(fmt::format("--anchor: expected a throughput > 0 samples/s, got {}", *s.anchor_samples_per_s));
+  if (s.anchor_samples_per_s && s.batch / *s.anchor_samples_per_s < MIN_ANCHORED_ITERATION_S)
+    throw InputError(fmt::format("--anchor: {:g} samples/s at batch {} means an iteration under {:g} s; expected a "
+                                 "measured single-worker throughput",
+                                 *s.anchor_samples_per_s, s.batch, MIN_ANCHORED_ITERATION_S));
 }
 
 Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin) {
@@ -93,10 +116,16 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
                    origin, ctx);
   Scenario s;
   s.file = origin.file;
+  for (const auto& item : node) {
+    // A value a sweep put into the node has no position of its own (line 1, column 1): name the file only.
+    const YAML::Mark m = item.second.Mark();
+    const bool placed = m.line > 0 || m.column > 0;
+    s.field_origin[item.first.Scalar()] = placed ? origin.where(item.second) : origin.file;
+  }
   s.name = yaml::optional<std::string>(node, "name", std::filesystem::path(origin.file).stem().string(), origin, ctx);
   s.description = yaml::optional<std::string>(node, "description", "", origin, ctx);
-  s.model = yaml::required<std::string>(node, "model", origin, ctx);
-  s.platform = yaml::required<std::string>(node, "platform", origin, ctx);
+  s.model = resolve_path(yaml::required<std::string>(node, "model", origin, ctx), origin, true);
+  s.platform = resolve_path(yaml::required<std::string>(node, "platform", origin, ctx), origin, true);
   if (node["workers"]) s.workers = node_count_list(node["workers"], "workers", origin);
   s.batch = yaml::optional<int>(node, "batch", s.batch, origin, ctx);
   if (s.batch < 1) yaml::fail(node["batch"], origin, ctx, fmt::format("field 'batch' must be >= 1, got {}", s.batch));
@@ -105,9 +134,16 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
     if (v < 0) yaml::fail(node[key], origin, ctx, fmt::format("field '{}' must be >= 0, got {}", key, v));
     return v;
   };
-  s.input_h = non_negative_int("input_h");
-  s.input_w = non_negative_int("input_w");
-  s.classes = non_negative_int("classes");
+  auto bounded_int = [&](const char* key, int max_value) {
+    const int v = non_negative_int(key);
+    if (v > max_value)
+      yaml::fail(node[key], origin, ctx,
+                 fmt::format("field '{}' must be in 0..{} (0 = the model's default), got {}", key, max_value, v));
+    return v;
+  };
+  s.input_h = bounded_int("input_h", MAX_INPUT_SIDE);
+  s.input_w = bounded_int("input_w", MAX_INPUT_SIDE);
+  s.classes = bounded_int("classes", MAX_CLASSES);
   s.threads = non_negative_int("threads");
   s.point.workers_per_node = non_negative_int("workers_per_node");
   auto& p = s.point;
@@ -156,8 +192,8 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
     yaml::require_positive(a, node["anchor"], "anchor", origin, ctx);
     s.anchor_samples_per_s = a;
   }
-  s.db_path = yaml::optional<std::string>(node, "calibration_db", "", origin, ctx);
-  p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);
+  s.db_path = resolve_path(yaml::optional<std::string>(node, "calibration_db", "", origin, ctx), origin, false);
+  p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);  // an output: like --out, from the cwd
   if (const auto v = node["variability"]) {
     const char* vctx = "scenario variability";
     yaml::check_keys(v, {"jitter_cv", "straggler_probability", "straggler_slowdown", "seed"}, origin, vctx);

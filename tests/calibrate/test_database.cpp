@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "calibrate/database.hpp"
@@ -139,4 +140,108 @@ TEST_CASE("calibrate::CalibrationDb: a version 1 (warm-cache) database is refuse
   }
   CHECK(read_all(path) == text);
   std::remove(path.c_str());
+}
+
+namespace {
+dtsim::calibrate::PassEntry timed(double time_s) {
+  dtsim::calibrate::PassEntry e;
+  e.time_s = time_s;
+  e.blocks_kept = 3;
+  e.flops = 1e9;
+  e.bytes = 1e6;
+  e.impl = "jit:avx512_core";
+  e.op = "conv2d";
+  return e;
+}
+void remove_db(const std::string& path) {
+  std::remove(path.c_str());
+  std::remove((path + ".lock").c_str());
+}
+}  // namespace
+
+TEST_CASE("calibrate::CalibrationDb: two processes saving one database keep both runs' entries", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  const std::string path = temp_path("concurrent.json");
+  remove_db(path);
+  constexpr int ENTRIES = 40;
+  // Each process loads once and saves after every entry, as `dtsim calibrate` does after each window.
+  auto run = [&](const std::string& tag) {
+    CalibrationDb db = CalibrationDb::load(path);
+    for (int i = 0; i < ENTRIES; ++i) {
+      db.put(test_host(2), tag + " sig " + std::to_string(i), "fwd", timed(1e-3 * (i + 1)));
+      db.save(path);
+    }
+  };
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    try {
+      run("child");
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  run("parent");
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const CalibrationDb back = CalibrationDb::load(path);
+  CHECK(back.size() == 2 * ENTRIES);
+  for (const char* tag : {"child", "parent"})
+    for (int i = 0; i < ENTRIES; ++i)
+      CHECK(back.find(test_host(2).key(), std::string(tag) + " sig " + std::to_string(i), "fwd") != nullptr);
+  remove_db(path);
+}
+
+TEST_CASE("calibrate::CalibrationDb: a hand edit that keeps valid JSON fails the checksum", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  const std::string path = temp_path("edited.json");
+  remove_db(path);
+  CalibrationDb db;
+  db.put(test_host(2), "conv2d src=1x1x1x1", "fwd", timed(0.00125));
+  db.save(path);
+  std::string text = read_all(path);
+  REQUIRE(text.find("\"checksum\": \"fnv1a64:") != std::string::npos);
+  REQUIRE(CalibrationDb::load(path).size() == 1);
+  const auto at = text.find("0.00125");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 7, "0.00025");
+  std::ofstream(path) << text;
+  try {
+    CalibrationDb::load(path);
+    FAIL("expected an InputError for an edited database");
+  } catch (const dtsim::InputError& e) {
+    const std::string what = e.what();
+    CHECK(what.find(path) != std::string::npos);
+    CHECK(what.find("checksum does not match") != std::string::npos);
+  }
+  CHECK(read_all(path) == text);  // untouched
+  // Without the checksum field (a file written before checksums) it loads.
+  const auto sum = text.find("\n \"checksum\": ");  // first key: keys are written sorted
+  REQUIRE(sum != std::string::npos);
+  text.erase(sum, text.find('\n', sum + 1) - sum);
+  std::ofstream(path) << text;
+  CHECK(CalibrationDb::load(path).size() == 1);
+  remove_db(path);
+}
+
+TEST_CASE("calibrate::CalibrationDb: a number no double holds is an InputError naming the file", "[calibrate]") {
+  const std::string path = temp_path("huge.json");
+  std::ofstream(path) << R"({"format": "dtsim-calibration", "version": 2, "hosts": [], "x": 1e309})";
+  try {
+    dtsim::calibrate::CalibrationDb::load(path);
+    FAIL("expected an InputError");
+  } catch (const dtsim::InputError& e) {
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+    CHECK(std::string(e.what()).find("json.exception") == std::string::npos);
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("calibrate::CalibrationDb: the shipped database carries a valid checksum", "[calibrate]") {
+  const std::string shipped = std::string(DTSIM_SOURCE_DIR) + "/calibrate/data/calibration.json";
+  CHECK(read_all(shipped).find("\"checksum\"") != std::string::npos);
+  CHECK(dtsim::calibrate::CalibrationDb::load(shipped).size() > 0);
 }

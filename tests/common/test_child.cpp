@@ -1,7 +1,11 @@
 // Tests of common/child.hpp: results and errors cross the process boundary intact.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
@@ -23,4 +27,50 @@ TEST_CASE("common::run_in_child: a crashed child is a Failure naming the signal"
                       return "";
                     }),
                     Catch::Contains("signal 11"));
+}
+
+namespace {
+// Runs `fn` with this process's stderr sent to a temporary file; returns what was written there.
+template <class Fn>
+std::string own_stderr_during(Fn&& fn) {
+  std::fflush(stderr);
+  std::FILE* capture = std::tmpfile();
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(::fileno(capture), STDERR_FILENO);
+  try {
+    fn();
+  } catch (...) {
+  }
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::rewind(capture);
+  std::string text;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, capture)) > 0) text.append(buf, n);
+  std::fclose(capture);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("common::run_in_child: the child's stderr (SimGrid logs, backtraces) never reaches the user", "[common]") {
+  const std::string leaked = own_stderr_during([] {
+    CHECK_THROWS_WITH(run_in_child([]() -> std::string {
+                        std::fputs("[0.000000] [ker_lmm/CRITICAL] Cannot saturate more a constraint\n"
+                                   "Backtrace (displayed in actor maestro):\n  ->  16# main at apps/main.cpp:63\n",
+                                   stderr);
+                        std::fflush(stderr);
+                        std::signal(SIGABRT, SIG_DFL);  // not Catch's handler: die as SimGrid's abort does
+                        std::abort();
+                      }),
+                      "simulation child process died with signal 6 (Aborted): [0.000000] [ker_lmm/CRITICAL] "
+                      "Cannot saturate more a constraint");
+    CHECK_THROWS_WITH(run_in_child([]() -> std::string {
+                        std::fputs("  ->  16# main at apps/main.cpp:63\n", stderr);
+                        throw InputError("bad size");
+                      }),
+                      "bad size");
+  });
+  CHECK(leaked.empty());
 }

@@ -164,3 +164,10 @@ TEST_CASE("models::YamlIo: bad values and missing fields are errors", "[models]"
   CHECK(error_of("").find("empty model file") != std::string::npos);
   CHECK(error_of("- just\n- a list\n").find("expected a map") != std::string::npos);
 }
+
+TEST_CASE("models::YamlIo: an empty name and duplicate keys are errors with their line", "[models]") {
+  CHECK(error_of("name: \"\"\ninput: {channels: 3, height: 8, width: 8}\nlayers:\n  - {name: r, op: relu}\n") ==
+        "m.yaml:1: model: field 'name' must not be empty");
+  CHECK(error_of(HEADER + "  - {name: r, op: relu}\n" + "name: t2\n") == "m.yaml:5: duplicate key 'name' (first at line 1)");
+  CHECK(error_of(HEADER + "  - {name: r, op: relu, name: s}\n").find("m.yaml:4: duplicate key 'name'") == 0);
+}

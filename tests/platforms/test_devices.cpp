@@ -20,6 +20,10 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path.string();
 }
 
+std::string replace_first(std::string text, const std::string& from, const std::string& to) {
+  return text.replace(text.find(from), from.size(), to);
+}
+
 std::string error_of(const std::string& path) {
   try {
     (void)DeviceCatalog::load(path);
@@ -184,7 +188,7 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     CHECK(DeviceCatalog::load(write_temp("d8.yaml", gpu)).by_name("gpu-a").sgemm_efficiency == 0);
     const auto over = error_of(write_temp("d9.yaml", gpu + "    sgemm_efficiency: 1.5\n"));
     CHECK(over.find("d9.yaml:9") != std::string::npos);
-    CHECK(over.find("(0, 1]") != std::string::npos);
+    CHECK(over.find("between 0.001 and 1") != std::string::npos);  // the physical bound of every efficiency
     CHECK(error_of(write_temp("d10.yaml", std::string(GOOD_CPU) + "    sgemm_efficiency: 0.5\n"))
               .find("only for GPUs") != std::string::npos);
   }
@@ -204,4 +208,31 @@ TEST_CASE("platforms::DeviceCatalog: short aliases find their device, the full n
   CHECK(cat.by_name("1080ti").name == "gtx-1080ti");
   CHECK(cat.by_name_or_null("p100-sxm2")->name == "p100-sxm2");
   CHECK(cat.by_name_or_null("p1") == nullptr);
+}
+
+TEST_CASE("platforms::DeviceCatalog: figures outside physical bounds name the file and line", "[platforms]") {
+  std::string text = GOOD_CPU;
+  text.replace(text.find("50e9"), 4, "1e-300");
+  const auto msg = error_of(write_temp("bounds_bw.yaml", text));
+  CHECK(msg.find("bounds_bw.yaml:10") != std::string::npos);
+  CHECK(msg.find("between 1000 and 1e+16") != std::string::npos);
+  const std::string gpu =
+      "devices:\n  - name: gpu-a\n    kind: gpu\n    description: test\n    peak_flops: 10e12\n"
+      "    mem_bandwidth_Bps: 700e9\n    mem_capacity_B: 16e9\n    source: test\n";
+  const auto eff = error_of(write_temp("bounds_eff.yaml", gpu + "    sgemm_efficiency: 1e-320\n"));
+  CHECK(eff.find("bounds_eff.yaml:9") != std::string::npos);
+  CHECK(eff.find("sgemm_efficiency") != std::string::npos);
+  CHECK(error_of(write_temp("bounds_ok.yaml", gpu + "    sgemm_efficiency: 0.6\n")).empty());
+  CHECK(error_of(write_temp("bounds_flops.yaml", replace_first(gpu, "10e12", "1e300"))).find("bounds_flops.yaml:5") !=
+        std::string::npos);
+}
+
+TEST_CASE("platforms::DeviceCatalog: a device name too long for a file name is an unknown name", "[platforms]") {
+  const auto& catalog = DeviceCatalog::builtin();
+  try {
+    (void)catalog.by_name(std::string(300, 'd'));
+    FAIL("expected InputError");
+  } catch (const dtsim::InputError& e) {
+    CHECK(std::string(e.what()).find("unknown device") != std::string::npos);
+  }
 }

@@ -281,3 +281,33 @@ TEST_CASE("platforms::load_platform: absurd topology sizes are refused, not over
                           "100000, nodes_per_router: 100000, group_links: 1, chassis_links: 1, router_links: 1}");
   CHECK(contains(error_of("df_huge", df), "more than 1000000"));
 }
+
+TEST_CASE("platforms::load_platform: figures outside physical bounds are refused with file and line", "[platforms]") {
+  // 1e-320 passed the (0, 1] check and later failed inside the simulator; 1e-300 gave 1e292 s iterations.
+  for (const char* tiny : {"1e-320", "1e-300", "0.0001"}) {
+    const auto msg = error_of("eff", replace(BASE, "protocol_efficiency: 0.96", std::string("protocol_efficiency: ") + tiny));
+    INFO(msg);
+    CHECK(contains(msg, "eff.yaml:20"));
+    CHECK(contains(msg, "between 0.001 and 1"));
+  }
+  CHECK(contains(error_of("bw", replace(BASE, "link_bandwidth_Bps: 12.5e9", "link_bandwidth_Bps: 1e-300")), "bw.yaml:18"));
+  CHECK(contains(error_of("bw_big", replace(BASE, "link_bandwidth_Bps: 12.5e9", "link_bandwidth_Bps: 1e300")),
+                 "bw_big.yaml:18"));
+  CHECK(contains(error_of("lat", replace(BASE, "latency_s: 1.0e-7", "latency_s: 1e6")), "lat.yaml:19"));
+  CHECK(load_text("lat0", replace(BASE, "latency_s: 1.0e-7", "latency_s: 0")).network.latency_s == 0);  // zero stays allowed
+}
+
+TEST_CASE("platforms::load_platform: duplicate keys are errors naming both lines", "[platforms]") {
+  const auto msg = error_of("dup", replace(BASE, "  nics: 1\n", "  nics: 1\n  nics: 4\n"));
+  CHECK(contains(msg, "dup.yaml:9: duplicate key 'nics' (first at line 8)"));
+}
+
+TEST_CASE("platforms::load_platform: a name too long for a file name is an unknown name", "[platforms]") {
+  try {
+    (void)load_platform(std::string(300, 'p'));
+    FAIL("expected InputError");
+  } catch (const dtsim::InputError& e) {
+    CHECK(contains(e.what(), "unknown platform"));
+    CHECK(std::string(e.what()).size() < 1000);
+  }
+}

@@ -120,3 +120,45 @@ TEST_CASE("scenarios::SweepCli: mpirun -np 2 gives the same results as --jobs 1"
   CHECK(slurp(dir / "mpi" / "results.csv").size() > 0);
   fs::remove_all(dir);
 }
+
+namespace {
+bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
+}  // namespace
+
+TEST_CASE("scenarios::SweepCli: hostile YAML exits 2 with one line on every path that reads a scenario") {
+  const fs::path dir = temp_dir("hostile");
+  // A 9-level alias bomb (10^10 nodes after expansion) in well under 1 KB.
+  std::string bomb = "model: lenet5\nplatform: ntua-vm\nl0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int l = 1; l <= 9; ++l) {
+    bomb += "l" + std::to_string(l) + ": &a" + std::to_string(l) + " [";
+    for (int i = 0; i < 10; ++i) bomb += (i ? ", *a" : "*a") + std::to_string(l - 1);
+    bomb += "]\n";
+  }
+  REQUIRE(bomb.size() < 1000);
+  std::ofstream(dir / "self.yaml") << "model: lenet5\nplatform: ntua-vm\ndescription: &s [*s]\n"
+                                      "sweep: {product: {workers: [1, 2]}}\n";
+  std::ofstream(dir / "bomb.yaml") << bomb;
+  std::ofstream(dir / "dup.yaml") << "model: lenet5\nplatform: ntua-vm\nworkers: [1]\nworkers: [2]\n";
+  struct Case {
+    const char* file;
+    const char* where;
+    const char* what;
+  };
+  for (const Case c : {Case{"self.yaml", "self.yaml:3:", "recursive alias"}, Case{"bomb.yaml", "bomb.yaml:", "alias bomb"},
+                       Case{"dup.yaml", "dup.yaml:4:", "duplicate key 'workers'"}}) {
+    const std::string path = (dir / c.file).string();
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"sweep", path, "--out", (dir / "o").string()},
+          std::vector<std::string>{"sweep", path, "--list"},
+          std::vector<std::string>{"compare", path, "--platforms", "ntua-vm", "--out", (dir / "c").string()},
+          std::vector<std::string>{"predict", path}}) {
+      const auto r = run_cli(args);
+      INFO(args[0] << ' ' << c.file << ": " << r.err);
+      CHECK(r.exit_code == 2);
+      CHECK(one_line(r.err));
+      CHECK(r.err.find(c.where) != std::string::npos);
+      CHECK(r.err.find(c.what) != std::string::npos);
+    }
+  }
+  fs::remove_all(dir);
+}

@@ -82,3 +82,19 @@ TEST_CASE("sim::comm_cli: bad input exits 2 with a one-line message", "[sim][cli
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   }
 }
+
+TEST_CASE("sim::comm_cli: --ps is bounded by the worker count, answered at once", "[sim][cli]") {
+  // --ps 10000 with 4 workers used to simulate 40,000 flows for over 20 s.
+  for (const std::string placement : {"colocated", "dedicated"}) {
+    const auto r = dtsim_cli("comm --platform pitzer --pattern ps --workers 4 --bytes 1MB --ps 10000 --ps-placement " +
+                             placement);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    CHECK(r.out.find("--ps: expected 1..4 servers") != std::string::npos);
+  }
+  CHECK(dtsim_cli("comm --platform pitzer --pattern ps --workers 4 --bytes 1MB --ps 16").code == 2);
+  const auto ok = dtsim_cli("comm --platform pitzer --pattern ps --workers 4 --bytes 1MB --ps 4 --format json");
+  INFO(ok.out);
+  CHECK(ok.code == 0);
+}
