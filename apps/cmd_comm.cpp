@@ -53,7 +53,7 @@ void run_pattern(const CommOptions& o) {
   // More shards than workers cannot be faster: each worker's own link already carries the whole
   // model both ways, so past one shard per worker only flows (and simulation time) grow. Colocated
   // servers beyond the workers would also have no worker to live on.
-  if (req.pattern == sim::CommPattern::PS && o.workers >= 1 && (o.ps_servers < 1 || o.ps_servers > o.workers))
+  if (ps && o.workers >= 1 && (o.ps_servers < 1 || o.ps_servers > o.workers))
     throw InputError(fmt::format("--ps: expected 1..{} servers (at most one per worker, {} placement), got {}",
                                  o.workers, o.ps_placement, o.ps_servers));
   const auto platform = platforms::load_platform(o.platform);
