@@ -20,6 +20,7 @@
 
 #include "common/errors.hpp"
 #include "sim/src/platform_builder.hpp"
+#include "sim/src/transport.hpp"
 
 namespace dtsim::sim {
 namespace s4u = simgrid::s4u;
@@ -27,6 +28,7 @@ namespace s4u = simgrid::s4u;
 struct World::Impl {
   s4u::Engine* engine = nullptr;  // leaked on purpose: one engine per process, the process ends after
   BuiltPlatform built;
+  std::shared_ptr<const FlowTransports> transports;  // shared with the network model's factor callbacks
   struct Pending {
     s4u::ActivityPtr activity;
     std::function<void()> done;
@@ -77,6 +79,8 @@ World::World(const platforms::Platform& platform, const Layout& layout) : impl_(
   impl_->engine = new s4u::Engine(&argc, argv);
   configure_network_model(platform);
   impl_->built = build_platform(platform, layout);
+  impl_->transports = std::make_shared<const FlowTransports>(platform, impl_->built);
+  install_transport_factors(impl_->transports);
   g_world_exists = true;
   Impl* impl = impl_.get();
   g_on_completion = [impl](const s4u::Activity& a) { impl->on_completion(a); };
@@ -155,11 +159,27 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     after(0, std::move(done));
     return;
   }
-  s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
+  // The transport may delay the flow (host-staged pipeline fill) and cap its rate (TCP connections,
+  // staged pipeline); its size-dependent factors are applied by SimGrid's callbacks.
+  const FlowPlan plan = impl_->transports->plan(src, dst, bytes);
+  s4u::CommPtr comm = s4u::Comm::sendto_init();
+  if (plan.rate_cap_Bps > 0) comm->set_rate(plan.rate_cap_Bps);  // only before source/destination are set
+  comm->set_source(src)->set_destination(dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
+  if (plan.start_delay_s > 0) {
+    // Counted as in flight from now; started (and counted as an activity) when the copies are primed.
+    ++impl_->timers_in_flight;
+    Impl* impl = impl_.get();
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + plan.start_delay_s, [impl, comm]() {
+      --impl->timers_in_flight;
+      ++impl->started;
+      comm->start();
+    });
+    return;
+  }
   ++impl_->started;
   comm->start();
 }
