@@ -5,6 +5,7 @@
 #include <simgrid/kernel/resource/NetworkModelIntf.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
 #include <simgrid/s4u/NetZone.hpp>
 
 #include <algorithm>
@@ -51,8 +52,13 @@ double FlowTransports::latency_factor(double bytes, const s4u::Host* src, const 
   return transport_of(src, dst).latency_factor(bytes);
 }
 
-double FlowTransports::bandwidth_factor(double bytes, const s4u::Host* src, const s4u::Host* dst) const {
-  return transport_of(src, dst).bandwidth_factor(bytes, efficiency_);
+double FlowTransports::bandwidth_factor(double bytes, const s4u::Host* src, const s4u::Host* dst,
+                                        double route_min_Bps) const {
+  const double factor = transport_of(src, dst).bandwidth_factor(bytes, efficiency_);
+  const double cap = plan(src, dst, bytes).rate_cap_Bps;
+  // SimGrid bounds a flow at factor x its route's slowest link: a cap below that is a smaller factor.
+  if (cap > 0 && route_min_Bps > 0) return std::min(factor, cap / route_min_Bps);
+  return factor;
 }
 
 FlowPlan FlowTransports::plan(const s4u::Host* src, const s4u::Host* dst, double bytes) const {
@@ -84,8 +90,10 @@ void install_transport_factors(std::shared_ptr<const FlowTransports> transports)
     return transports->latency_factor(size, src, dst);
   });
   model->set_bw_factor_cb([transports](double size, const s4u::Host* src, const s4u::Host* dst,
-                                       const std::vector<s4u::Link*>&, const std::unordered_set<s4u::NetZone*>&) {
-    return transports->bandwidth_factor(size, src, dst);
+                                       const std::vector<s4u::Link*>& links, const std::unordered_set<s4u::NetZone*>&) {
+    double min_Bps = 0;
+    for (const auto* l : links) min_Bps = min_Bps == 0 ? l->get_bandwidth() : std::min(min_Bps, l->get_bandwidth());
+    return transports->bandwidth_factor(size, src, dst, min_Bps);
   });
 }
 

@@ -19,7 +19,7 @@ struct BuiltPlatform;
 // What World::transfer does to one flow before SimGrid shares it.
 struct FlowPlan {
   double start_delay_s = 0;  // host-staged: pipeline fill and drain of the copies
-  double rate_cap_Bps = 0;   // 0 = none; else Comm::set_rate (TCP connections, staged pipeline rate)
+  double rate_cap_Bps = 0;   // 0 = none; else the flow's rate bound (TCP connections, staged pipeline rate)
 };
 
 class FlowTransports {
@@ -29,7 +29,9 @@ class FlowTransports {
   const platforms::Transport& transport_of(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
   FlowPlan plan(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst, double bytes) const;
   double latency_factor(double bytes, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
-  double bandwidth_factor(double bytes, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
+  // `route_min_Bps`: the flow's slowest link; the factor also carries FlowPlan::rate_cap_Bps.
+  double bandwidth_factor(double bytes, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
+                          double route_min_Bps) const;
 
  private:
   struct Place {

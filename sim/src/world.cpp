@@ -159,12 +159,12 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     after(0, std::move(done));
     return;
   }
-  // The transport may delay the flow (host-staged pipeline fill) and cap its rate (TCP connections,
-  // staged pipeline); its size-dependent factors are applied by SimGrid's callbacks.
+  // The transport may delay the flow (host-staged pipeline fill); its size-dependent factors and its
+  // rate cap (TCP connections, staged pipeline) are applied by the network model's bandwidth-factor
+  // callback (SimGrid 3.32 ignores Comm::set_rate on host-to-host comms and refuses it once the
+  // source is set), which bounds the flow at cap / the route's slowest link.
   const FlowPlan plan = impl_->transports->plan(src, dst, bytes);
-  s4u::CommPtr comm = s4u::Comm::sendto_init();
-  if (plan.rate_cap_Bps > 0) comm->set_rate(plan.rate_cap_Bps);  // only before source/destination are set
-  comm->set_source(src)->set_destination(dst);
+  s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true});
   ++impl_->transfers_in_flight;
