@@ -134,6 +134,12 @@ double World::route_latency_s(s4u::Host* src, s4u::Host* dst) const {
   return latency;
 }
 
+double World::message_latency_s(s4u::Host* src, s4u::Host* dst, double bytes) const {
+  if (src == dst) return 0;
+  return route_latency_s(src, dst) * impl_->transports->latency_factor(bytes, src, dst) +
+         impl_->transports->plan(src, dst, bytes).start_delay_s;
+}
+
 bool World::idle() const { return impl_->pending.empty() && impl_->timers_in_flight == 0; }
 std::int64_t World::flows_started() const { return impl_->flows; }
 std::int64_t World::transfers_in_flight() const { return impl_->transfers_in_flight; }

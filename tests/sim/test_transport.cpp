@@ -92,10 +92,16 @@ TEST_CASE("sim::Transport: a host-staged GPU transfer equals the pipelined sum o
     return one_flow(w, w.worker_host(0), w.worker_host(2), bytes) - w.route_latency_s(w.worker_host(0), w.worker_host(2)) *
                                                                         staged.latency_factor(bytes);
   });
+  // World::message_latency_s is the part paid before bandwidth: route latency x factor + fill.
+  const double before_bw = in_world(p, {8, 2, 0}, [&](World& w) {
+    const double full = one_flow(w, w.worker_host(0), w.worker_host(2), bytes);
+    return full - w.message_latency_s(w.worker_host(0), w.worker_host(2), bytes);
+  });
   const double c = staged.chunk_B;
   const double copy_s = 1e-6 + c / 16e9, wire_s = c / (12.5e9 * 0.9);
   const double pipelined = 2 * copy_s + wire_s + (64 - 1) * std::max(copy_s, wire_s);
   CHECK(t == Approx(pipelined).epsilon(1e-9));
+  CHECK(before_bw == Approx(64 * std::max(copy_s, wire_s)).epsilon(1e-9));  // n chunks at the slowest stage
   // From host memory there is nothing to stage: plain RDMA.
   auto rdma = p;
   rdma.network.transport = "rdma";
