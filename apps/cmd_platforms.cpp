@@ -12,6 +12,7 @@
 #include "common/errors.hpp"
 #include "common/table.hpp"
 #include "platforms/platform.hpp"
+#include "platforms/transport.hpp"
 
 namespace dtsim::apps {
 namespace {
@@ -156,6 +157,8 @@ void check_platform(const std::string& name_or_file, const std::string& format_t
                         {"total_peak_flops", p.total_peak_flops()},
                         {"intra", intra_summary(p)},
                         {"network", n.technology},
+                        {"transport", n.transport},
+                        {"intra_transport", p.node.intra.transport},
                         {"topology", topology_shape(n)},
                         {"link_bandwidth_Bps", n.link_bandwidth_Bps},
                         {"small_message_latency_s", n.message_time_s(0, hops)},
@@ -177,6 +180,8 @@ void check_platform(const std::string& name_or_file, const std::string& format_t
   t.add_row({"intra-node", intra_summary(p)});
   t.add_row({"network", fmt::format("{}, {:.2f} GB/s per port x {} NIC(s), efficiency {:.2f}", n.technology,
                                     n.link_bandwidth_Bps / GIGA, p.node.nics, n.protocol_efficiency)});
+  t.add_row({"transport", fmt::format("{} between nodes ({}), {} inside a node", n.transport,
+                                      platforms::transport_by_name(n.transport).description, p.node.intra.transport)});
   t.add_row({"topology", topology_shape(n)});
   t.add_row({"latency", fmt::format("{:.2f} us node to node ({:.2f} us overhead + {} hops x {:.2f} us)",
                                     n.message_time_s(0, hops) / MICRO, n.per_message_overhead_s / MICRO, hops,
@@ -206,6 +211,8 @@ const CommandRegistrar check_registrar("platform", 21, [](CLI::App& root) {
   check->add_option("platform", *target, "A shipped platform name or a path to a .yaml file")->required();
   check->add_option("--format", *format, "table|csv|json")->capture_default_str();
   check->callback([target, format] { check_platform(*target, *format); });
+  check->footer("Transports (network.transport between nodes, node.intra.transport inside one):\n" +
+                platforms::transport_help(platforms::TransportScope::ANY));
 });
 
 }  // namespace

@@ -22,6 +22,9 @@ struct IntraNode {
   int devices_per_switch = 0;     // PCIe: GPUs sharing one switch uplink
   double uplink_bandwidth_Bps = 0;  // PCIe: switch to root complex; NVLink: the PCIe path to the NIC
   int links_per_pair = 1;         // NVLink bricks between directly connected GPUs
+  // addition: transport of intra-node bytes (platforms/transport.hpp, INTRA_NODE scope). Files default
+  // it from `kind` (shm / pcie / nvlink); "ideal" for platforms built in code.
+  std::string transport = "ideal";
   std::string source;
   std::string assumptions;        // addition: figures assumed, and why
 };
@@ -57,6 +60,10 @@ struct Network {
   double protocol_efficiency = 1.0; // payload fraction of the link rate reached by large messages
   double per_message_overhead_s = 0;  // software/NIC overhead per message (RDMA small, TCP larger)
   double backbone_bandwidth_Bps = 0;  // STAR: the switch's aggregate capacity (0 = non-blocking)
+  // addition: transport of inter-node bytes (platforms/transport.hpp, INTER_NODE scope). Files default it
+  // from `technology` (docs/platform-schema.md); "ideal" for platforms built in code.
+  std::string transport = "ideal";
+  int connections_per_peer = 0;       // addition: tcp connections per peer pair; 0 = the transport's default
   FatTree fat_tree;
   Dragonfly dragonfly;
   Torus torus;

@@ -15,6 +15,7 @@
 #include "common/paths.hpp"
 #include "common/yaml_util.hpp"
 #include "platforms/src/physical_bounds.hpp"
+#include "platforms/transport.hpp"
 
 namespace dtsim::platforms {
 
@@ -25,6 +26,7 @@ namespace fs = std::filesystem;
 constexpr int MAX_NODES = 1'000'000;         // input sanity bounds, not hardware figures
 constexpr int MAX_PER_NODE = 1024;           // GPUs, sockets, NICs per node
 constexpr int MAX_TOPOLOGY_ENTRY = 100'000;  // one entry of fat-tree / dragonfly / torus shapes
+constexpr int MAX_CONNECTIONS_PER_PEER = 64;  // NCCL caps NSOCKS_PERTHREAD x SOCKET_NTHREADS at 64
 constexpr int HYBRID_CUBE_MESH_GPUS = 8;     // DGX-1 hybrid cube mesh: two fully linked quads + cross links
 
 // Reads one platform file; `sources` collects per-figure sources as "section.field" -> text.
@@ -101,6 +103,8 @@ class Reader {
     return yaml::required<std::string>(map, key, origin_, ctx);
   }
 
+  void add_source(const std::string& key, const std::string& text) { sources_[key] = text; }
+
   [[noreturn]] void fail(const YAML::Node& at, const std::string& ctx, const std::string& msg) {
     yaml::fail(at, origin_, ctx, msg);
   }
@@ -122,10 +126,36 @@ Enum parse_enum(Reader& r, const YAML::Node& map, const std::string& key, const 
   r.fail(map[key], ctx, fmt::format("field '{}' must be one of {}, got '{}'", key, list, value));
 }
 
+// `transport:` of a section: a name of the table accepted for `scope`, else `fallback` when absent.
+std::string parse_transport(Reader& r, const YAML::Node& map, const std::string& ctx, TransportScope scope,
+                            const std::string& fallback) {
+  if (!map["transport"]) {
+    if (fallback.empty())
+      r.fail(map, ctx, fmt::format("missing field 'transport' (no default for this technology; expected one of {})",
+                                   transport_names(scope)));
+    return fallback;
+  }
+  std::string name;
+  const YAML::Node node = map["transport"];
+  if (node.IsMap()) {  // {value: NAME, source: "..."}
+    const std::string sub = ctx + ".transport";
+    yaml::check_keys(node, {"value", "source"}, r.origin(), sub);
+    name = yaml::required<std::string>(node, "value", r.origin(), sub);
+    r.add_source(sub, yaml::required<std::string>(node, "source", r.origin(), sub));
+  } else {
+    name = r.text(map, "transport", ctx, true);
+  }
+  const Transport* t = transport_by_name_or_null(name);
+  if (t == nullptr || !transport_allowed(*t, scope))
+    r.fail(map["transport"], ctx,
+           fmt::format("field 'transport' must be one of {}, got '{}'", transport_names(scope), name));
+  return name;
+}
+
 IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) {
   yaml::check_keys(map,
                    {"kind", "link_bandwidth_Bps", "latency_s", "devices_per_switch", "uplink_bandwidth_Bps",
-                    "links_per_pair", "source", "assumptions"},
+                    "links_per_pair", "transport", "source", "assumptions"},
                    r.origin(), ctx);
   IntraNode in;
   in.kind = parse_enum<IntraNodeKind>(r, map, "kind", ctx,
@@ -137,6 +167,8 @@ IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) 
   in.devices_per_switch = r.integer(map, "devices_per_switch", ctx, false, 0, MAX_PER_NODE, 0);
   in.uplink_bandwidth_Bps = r.number(map, "uplink_bandwidth_Bps", ctx, false, true, 0);
   in.links_per_pair = r.integer(map, "links_per_pair", ctx, false, 1, 64, 1);
+  in.transport = parse_transport(r, map, ctx, TransportScope::INTRA_NODE,
+                                 default_intra_transport(r.text(map, "kind", ctx, true)));
   in.source = r.text(map, "source", ctx, true);
   in.assumptions = r.text(map, "assumptions", ctx, false);
   return in;
@@ -210,7 +242,8 @@ void parse_network(Reader& r, const YAML::Node& map, Platform& p) {
   const std::string ctx = "network";
   yaml::check_keys(map,
                    {"technology", "topology", "link_bandwidth_Bps", "latency_s", "protocol_efficiency",
-                    "per_message_overhead_s", "backbone_bandwidth_Bps", "fat_tree", "dragonfly", "torus", "source",
+                    "per_message_overhead_s", "backbone_bandwidth_Bps", "transport", "connections_per_peer",
+                    "fat_tree", "dragonfly", "torus", "source",
                     "assumptions"},
                    r.origin(), ctx);
   Network& n = p.network;
@@ -228,6 +261,11 @@ void parse_network(Reader& r, const YAML::Node& map, Platform& p) {
            fmt::format("field 'protocol_efficiency' must be in (0, 1], got {}", n.protocol_efficiency));
   n.per_message_overhead_s = r.number(map, "per_message_overhead_s", ctx, true, false);
   n.backbone_bandwidth_Bps = r.number(map, "backbone_bandwidth_Bps", ctx, false, false, 0);
+  n.transport = parse_transport(r, map, ctx, TransportScope::INTER_NODE, default_network_transport(n.technology));
+  n.connections_per_peer = r.integer(map, "connections_per_peer", ctx, false, 1, MAX_CONNECTIONS_PER_PEER, 0);
+  if (map["connections_per_peer"] && transport_by_name(n.transport).model != TransportModel::SOCKET)
+    r.fail(map["connections_per_peer"], ctx,
+           fmt::format("field 'connections_per_peer' applies to socket transports (tcp), not '{}'", n.transport));
   n.source = r.text(map, "source", ctx, true);
   n.assumptions = r.text(map, "assumptions", ctx, false);
 

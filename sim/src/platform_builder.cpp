@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "common/errors.hpp"
+#include "platforms/transport.hpp"
 #include "sim/src/world.hpp"
 
 namespace dtsim::sim {
@@ -134,7 +135,10 @@ struct NodeBuilder {
         to_cpu[g].emplace_back(switches[s], Dir::UP);
       }
       add_both(zone, devs[g]->get_netpoint(), node_host->get_netpoint(), to_cpu[g]);
-      auto via_nic = to_cpu[g];
+      // GPUs reach the NIC over their PCIe path; a CPU process hands its buffer to the NIC directly
+      // (RDMA / socket DMA from process memory), so its inter-node path is the NIC, not the
+      // process-to-process memory-copy link.
+      auto via_nic = (pcie || nvlink) ? to_cpu[g] : std::vector<LinkInRoute>{};
       via_nic.emplace_back(nic, Dir::UP);
       add_both(zone, devs[g]->get_netpoint(), gw, via_nic);
     }
@@ -218,6 +222,15 @@ void validate_for_simulation(const platforms::Platform& p, const Layout& layout)
   require_non_negative(p, "network.latency_s", p.network.latency_s);
   require_non_negative(p, "network.per_message_overhead_s", p.network.per_message_overhead_s);
   require_non_negative(p, "network.backbone_bandwidth_Bps", p.network.backbone_bandwidth_Bps);
+  try {
+    platforms::transport_by_name(p.network.transport, platforms::TransportScope::INTER_NODE);
+    platforms::transport_by_name(p.node.intra.transport, platforms::TransportScope::INTRA_NODE);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: network.transport / node.intra.transport: {}", file, e.what()));
+  }
+  if (p.network.connections_per_peer < 0)
+    throw InputError(fmt::format("{}: network.connections_per_peer must be >= 0 (got {})", file,
+                                 p.network.connections_per_peer));
   if (!(p.network.protocol_efficiency > 0 && p.network.protocol_efficiency <= 1))
     throw InputError(fmt::format("{}: network.protocol_efficiency must be in (0, 1] (got {})", file,
                                  p.network.protocol_efficiency));
@@ -270,16 +283,16 @@ void validate_for_simulation(const platforms::Platform& p, const Layout& layout)
                                  needed));
 }
 
-void configure_network_model(const platforms::Platform& p) {
+void configure_network_model(const platforms::Platform& /*p*/) {
   // CM02: plain max-min sharing, no TCP/WAN calibration (LV08's x13.01 latency would be wrong for
-  // HPC fabrics). Large messages reach protocol_efficiency of the link rate; per-message overhead is
-  // carried as latency on the NIC links (builder), so the latency factor stays 1.
+  // HPC fabrics). The latency and bandwidth factors are per flow, set by the platform's transports
+  // (install_transport_factors in sim/src/transport.cpp, docs/transports.md): SimGrid refuses factor
+  // callbacks when network/latency-factor or network/bandwidth-factor is configured, so neither is.
+  // Per-message overhead is carried as latency on the NIC links (builder).
   s4u::Engine::set_config("network/model:CM02");
   s4u::Engine::set_config("network/crosstraffic:0");  // RDMA/TCP acks are not modelled as reverse flows
-  s4u::Engine::set_config("network/latency-factor:1");
-  s4u::Engine::set_config(fmt::format("network/bandwidth-factor:{}", p.network.protocol_efficiency));
-  // The TCP window bound (gamma / 2 latency) is off: fabrics here are RDMA or tuned TCP, and its
-  // effect is part of protocol_efficiency.
+  // The TCP window bound (gamma / 2 latency) is off: fabrics here are RDMA or tuned TCP; the TCP
+  // transport's per-connection cap stands for what one connection sustains.
   s4u::Engine::set_config("network/TCP-gamma:0");
 }
 

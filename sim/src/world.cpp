@@ -20,6 +20,7 @@
 
 #include "common/errors.hpp"
 #include "sim/src/platform_builder.hpp"
+#include "sim/src/transport.hpp"
 
 namespace dtsim::sim {
 namespace s4u = simgrid::s4u;
@@ -27,6 +28,7 @@ namespace s4u = simgrid::s4u;
 struct World::Impl {
   s4u::Engine* engine = nullptr;  // leaked on purpose: one engine per process, the process ends after
   BuiltPlatform built;
+  std::shared_ptr<const FlowTransports> transports;  // shared with the network model's factor callbacks
   struct Pending {
     s4u::ActivityPtr activity;
     std::function<void()> done;
@@ -77,6 +79,8 @@ World::World(const platforms::Platform& platform, const Layout& layout) : impl_(
   impl_->engine = new s4u::Engine(&argc, argv);
   configure_network_model(platform);
   impl_->built = build_platform(platform, layout);
+  impl_->transports = std::make_shared<const FlowTransports>(platform, impl_->built);
+  install_transport_factors(impl_->transports);
   g_world_exists = true;
   Impl* impl = impl_.get();
   g_on_completion = [impl](const s4u::Activity& a) { impl->on_completion(a); };
@@ -130,6 +134,12 @@ double World::route_latency_s(s4u::Host* src, s4u::Host* dst) const {
   return latency;
 }
 
+double World::message_latency_s(s4u::Host* src, s4u::Host* dst, double bytes) const {
+  if (src == dst) return 0;
+  return route_latency_s(src, dst) * impl_->transports->latency_factor(bytes, src, dst) +
+         impl_->transports->plan(src, dst, bytes).start_delay_s;
+}
+
 bool World::idle() const { return impl_->pending.empty() && impl_->timers_in_flight == 0; }
 std::int64_t World::flows_started() const { return impl_->flows; }
 std::int64_t World::transfers_in_flight() const { return impl_->transfers_in_flight; }
@@ -155,11 +165,27 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     after(0, std::move(done));
     return;
   }
+  // The transport may delay the flow (host-staged pipeline fill); its size-dependent factors and its
+  // rate cap (TCP connections, staged pipeline) are applied by the network model's bandwidth-factor
+  // callback (SimGrid 3.32 ignores Comm::set_rate on host-to-host comms and refuses it once the
+  // source is set), which bounds the flow at cap / the route's slowest link.
+  const FlowPlan plan = impl_->transports->plan(src, dst, bytes);
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
+  if (plan.start_delay_s > 0) {
+    // Counted as in flight from now; started (and counted as an activity) when the copies are primed.
+    ++impl_->timers_in_flight;
+    Impl* impl = impl_.get();
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + plan.start_delay_s, [impl, comm]() {
+      --impl->timers_in_flight;
+      ++impl->started;
+      comm->start();
+    });
+    return;
+  }
   ++impl_->started;
   comm->start();
 }

@@ -44,6 +44,9 @@ class World {
   simgrid::s4u::Host* storage_host_for(int node) const;
   // Sum of link latencies from src to dst (what SimGrid charges a message before bandwidth).
   double route_latency_s(simgrid::s4u::Host* src, simgrid::s4u::Host* dst) const;
+  // What a message of `bytes` pays before bandwidth on an idle network: the route latency times its
+  // transport's latency factor, plus the host-staged pipeline fill (closed forms in coarse mode).
+  double message_latency_s(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes) const;
   bool idle() const;                    // no activity of this world in flight
   std::int64_t flows_started() const;   // transfers created so far
   std::int64_t activities_started() const;  // execs + transfers + timers created so far

@@ -1,0 +1,100 @@
+// Transports in SimGrid: each flow's latency and bandwidth factors follow its transport and size
+// (NetworkModelIntf::set_lat_factor_cb / set_bw_factor_cb), and World::transfer applies FlowPlan.
+#include "sim/src/transport.hpp"
+
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
+#include <simgrid/s4u/NetZone.hpp>
+
+#include <algorithm>
+
+#include "sim/src/platform_builder.hpp"
+
+namespace dtsim::sim {
+namespace s4u = simgrid::s4u;
+
+FlowTransports::FlowTransports(const platforms::Platform& p, const BuiltPlatform& built)
+    : network_(&platforms::transport_by_name(p.network.transport, platforms::TransportScope::INTER_NODE)),
+      intra_(&platforms::transport_by_name(p.node.intra.transport, platforms::TransportScope::INTRA_NODE)),
+      efficiency_(p.network.protocol_efficiency),
+      port_Bps_(p.network.link_bandwidth_Bps),
+      copy_Bps_(p.node.intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH ? p.node.intra.uplink_bandwidth_Bps
+                                                                                       : p.node.intra.link_bandwidth_Bps),
+      copy_latency_s_(p.node.intra.latency_s),
+      connections_(p.network.connections_per_peer > 0 ? p.network.connections_per_peer
+                                                      : network_->default_connections_per_peer) {
+  const bool gpus = p.has_gpus();
+  for (size_t r = 0; r < built.workers.size(); ++r)
+    places_[built.workers[r]] = {static_cast<int>(r) / std::max(1, built.workers_per_node), gpus};
+  for (size_t n = 0; n < built.node_hosts.size(); ++n) places_[built.node_hosts[n]] = {static_cast<int>(n), false};
+  for (size_t n = 0; n < built.storage_hosts.size(); ++n)
+    if (built.storage_hosts[n] != nullptr) places_[built.storage_hosts[n]] = {static_cast<int>(n), false};
+}
+
+const FlowTransports::Place* FlowTransports::place(const s4u::Host* h) const {
+  auto it = places_.find(h);
+  return it == places_.end() ? nullptr : &it->second;
+}
+
+bool FlowTransports::inter_node(const s4u::Host* src, const s4u::Host* dst) const {
+  const Place* a = place(src);
+  const Place* b = place(dst);
+  return a != nullptr && b != nullptr && a->node != b->node;
+}
+
+const platforms::Transport& FlowTransports::transport_of(const s4u::Host* src, const s4u::Host* dst) const {
+  return inter_node(src, dst) ? *network_ : *intra_;
+}
+
+double FlowTransports::latency_factor(double bytes, const s4u::Host* src, const s4u::Host* dst) const {
+  return transport_of(src, dst).latency_factor(bytes);
+}
+
+double FlowTransports::bandwidth_factor(double bytes, const s4u::Host* src, const s4u::Host* dst,
+                                        double route_min_Bps) const {
+  const double factor = transport_of(src, dst).bandwidth_factor(bytes, efficiency_);
+  const double cap = plan(src, dst, bytes).rate_cap_Bps;
+  // SimGrid bounds a flow at factor x its route's slowest link: a cap below that is a smaller factor.
+  if (cap > 0 && route_min_Bps > 0) return std::min(factor, cap / route_min_Bps);
+  return factor;
+}
+
+FlowPlan FlowTransports::plan(const s4u::Host* src, const s4u::Host* dst, double bytes) const {
+  FlowPlan plan;
+  if (!inter_node(src, dst)) return plan;
+  switch (network_->model) {
+    case platforms::TransportModel::SOCKET:
+      plan.rate_cap_Bps = connections_ * network_->connection_rate_Bps;
+      break;
+    case platforms::TransportModel::HOST_STAGED: {
+      const int copies = static_cast<int>(place(src)->device) + static_cast<int>(place(dst)->device);
+      if (copies == 0) break;  // host buffers: plain RDMA
+      const auto pipe = platforms::staged_pipeline(bytes, network_->chunk_B, copies, copy_latency_s_, copy_Bps_,
+                                                   port_Bps_ * efficiency_);
+      plan.start_delay_s = pipe.fill_s;
+      plan.rate_cap_Bps = pipe.stage_rate_Bps;
+      break;
+    }
+    default:
+      break;
+  }
+  return plan;
+}
+
+void install_transport_factors(std::shared_ptr<const FlowTransports> transports) {
+  auto* model = s4u::Engine::get_instance()->get_netzone_root()->get_network_model();
+  model->set_lat_factor_cb([transports](double size, const s4u::Host* src, const s4u::Host* dst,
+                                        const std::vector<s4u::Link*>&, const std::unordered_set<s4u::NetZone*>&) {
+    return transports->latency_factor(size, src, dst);
+  });
+  model->set_bw_factor_cb([transports](double size, const s4u::Host* src, const s4u::Host* dst,
+                                       const std::vector<s4u::Link*>& links, const std::unordered_set<s4u::NetZone*>&) {
+    double min_Bps = 0;
+    for (const auto* l : links) min_Bps = min_Bps == 0 ? l->get_bandwidth() : std::min(min_Bps, l->get_bandwidth());
+    return transports->bandwidth_factor(size, src, dst, min_Bps);
+  });
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,57 @@
+// Internal to sim/: applies the platform's transports (platforms/transport.hpp) to SimGrid flows:
+// size-dependent latency/bandwidth factors through the network model's callbacks, and per-flow
+// start delays (host-staged pipeline fill) and rate caps (TCP connections, staged pipeline rate).
+#pragma once
+#include <memory>
+#include <unordered_map>
+
+#include "platforms/platform.hpp"
+#include "platforms/transport.hpp"
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace dtsim::sim {
+
+struct BuiltPlatform;
+
+// What World::transfer does to one flow before SimGrid shares it.
+struct FlowPlan {
+  double start_delay_s = 0;  // host-staged: pipeline fill and drain of the copies
+  double rate_cap_Bps = 0;   // 0 = none; else the flow's rate bound (TCP connections, staged pipeline rate)
+};
+
+class FlowTransports {
+ public:
+  FlowTransports(const platforms::Platform& platform, const BuiltPlatform& built);
+  // The transport carrying a flow: the network's between nodes, the node's intra transport inside one.
+  const platforms::Transport& transport_of(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
+  FlowPlan plan(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst, double bytes) const;
+  double latency_factor(double bytes, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
+  // `route_min_Bps`: the flow's slowest link; the factor also carries FlowPlan::rate_cap_Bps.
+  double bandwidth_factor(double bytes, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
+                          double route_min_Bps) const;
+
+ private:
+  struct Place {
+    int node = -1;
+    bool device = false;  // a GPU (its buffers sit behind the device link)
+  };
+  const Place* place(const simgrid::s4u::Host* h) const;
+  bool inter_node(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
+
+  const platforms::Transport* network_;
+  const platforms::Transport* intra_;
+  double efficiency_;
+  double port_Bps_;          // one NIC port
+  double copy_Bps_;          // device <-> host copy path (the device's PCIe link)
+  double copy_latency_s_;
+  int connections_;
+  std::unordered_map<const simgrid::s4u::Host*, Place> places_;
+};
+
+// Installs `transports`' factor callbacks on the root zone's network model (after build_platform).
+void install_transport_factors(std::shared_ptr<const FlowTransports> transports);
+
+}  // namespace dtsim::sim

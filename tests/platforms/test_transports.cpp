@@ -1,0 +1,157 @@
+// Tests of the transport table (platforms/transport.hpp): every row, its factor curve, the host-staged
+// pipeline closed form, names and errors generated from the table, and the platform-file fields.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/errors.hpp"
+#include "platforms/platform.hpp"
+#include "platforms/transport.hpp"
+
+using namespace dtsim::platforms;
+
+namespace {
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+const std::string EDR_STAR =
+    "name: test\ndescription: t\nnodes: 4\n"
+    "node:\n  cpu: xeon-gold-6148\n  cpu_sockets: 2\n  memory_B: 192e9\n  source: t\n"
+    "  intra:\n    kind: shared-memory\n    link_bandwidth_Bps: 10e9\n    latency_s: 0.4e-6\n    source: t\n"
+    "network:\n  technology: TECH\n  topology: star\n  link_bandwidth_Bps: 12.5e9\n  latency_s: 1.0e-7\n"
+    "  protocol_efficiency: 0.96\n  per_message_overhead_s: 0.7e-6\n  source: t\nEXTRA";
+
+Platform load_text(const std::string& tech, const std::string& extra) {
+  std::string text = EDR_STAR;
+  text.replace(text.find("TECH"), 4, tech);
+  text.replace(text.find("EXTRA"), 5, extra);
+  const auto path = std::filesystem::temp_directory_path() / ("dtsim_ttest_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(path) << text;
+  try {
+    Platform p = load_platform(path.string());
+    std::filesystem::remove(path);
+    return p;
+  } catch (...) {
+    std::filesystem::remove(path);
+    throw;
+  }
+}
+}  // namespace
+
+TEST_CASE("platforms::Transport: every row is well formed", "[platforms]") {
+  for (const auto& t : transports()) {
+    INFO(t.name);
+    CHECK(!t.description.empty());
+    CHECK(!t.source.empty());
+    REQUIRE(!t.bands.empty());
+    CHECK(t.bands.front().min_size_B == 0);
+    for (size_t i = 1; i < t.bands.size(); ++i) CHECK(t.bands[i].min_size_B > t.bands[i - 1].min_size_B);
+    for (const auto& b : t.bands) {
+      CHECK(b.latency_factor >= 1.0);
+      CHECK(b.bandwidth_scale > 0);
+      CHECK(b.bandwidth_scale <= 1.0);
+    }
+    if (t.model == TransportModel::SOCKET) CHECK(t.connection_rate_Bps > 0);
+    if (t.model == TransportModel::HOST_STAGED) CHECK(t.chunk_B > 0);
+  }
+}
+
+TEST_CASE("platforms::Transport: the factor curve at large sizes tends to the protocol efficiency", "[platforms]") {
+  for (const auto& t : transports()) {
+    INFO(t.name);
+    CHECK(t.bandwidth_factor(1e12, 0.93) == Approx(0.93));
+    // Monotone: a larger message never gets a smaller share of the bandwidth.
+    double last = 0;
+    for (double s = 1; s <= 1e9; s *= 2) {
+      CHECK(t.bandwidth_factor(s, 0.93) >= last);
+      last = t.bandwidth_factor(s, 0.93);
+    }
+  }
+  const Transport& ideal = transport_by_name("ideal");
+  for (double s : {1.0, 1e3, 1e6, 1e9}) {
+    CHECK(ideal.bandwidth_factor(s, 0.8) == 0.8);
+    CHECK(ideal.latency_factor(s) == 1.0);
+  }
+}
+
+TEST_CASE("platforms::Transport: rdma bands step at the fitted protocol switches", "[platforms]") {
+  const Transport& rdma = transport_by_name("rdma");
+  CHECK(rdma.latency_factor(8) == Approx(1.005));
+  CHECK(rdma.latency_factor(262143) == Approx(2.594));
+  CHECK(rdma.latency_factor(262144) == Approx(4.237));
+  CHECK(rdma.bandwidth_factor(262144, 1.0) == 1.0);
+}
+
+TEST_CASE("platforms::staged_pipeline: a host-staged transfer is the pipelined sum of its copies", "[platforms]") {
+  const double chunk = 262144, copy_lat = 1e-6, copy_Bps = 12e9, wire_Bps = 10e9;
+  for (int copies : {1, 2}) {
+    for (double chunks : {1.0, 4.0, 64.0}) {
+      const double bytes = chunks * chunk;
+      const auto p = staged_pipeline(bytes, chunk, copies, copy_lat, copy_Bps, wire_Bps);
+      // Chunk by chunk: the first chunk passes every stage, each further chunk adds the slowest stage.
+      const double copy_s = copy_lat + chunk / copy_Bps, wire_s = chunk / wire_Bps;
+      const double slowest = std::max(copy_s, wire_s);
+      const double pipelined = copies * copy_s + wire_s + (chunks - 1) * slowest;
+      INFO("copies " << copies << " chunks " << chunks);
+      CHECK(p.time_s(bytes) == Approx(pipelined).epsilon(1e-12));
+    }
+  }
+  // A copy slower than the wire is the bottleneck stage.
+  const auto slow = staged_pipeline(1e9, chunk, 2, 0, 5e9, 10e9);
+  CHECK(slow.stage_rate_Bps == Approx(5e9));
+  // A message below one chunk is one chunk through every stage.
+  const auto small = staged_pipeline(1000, chunk, 2, 1e-6, 1e10, 1e10);
+  CHECK(small.time_s(1000) == Approx(2 * (1e-6 + 1e-7) + 1e-7));
+}
+
+TEST_CASE("platforms::transport_by_name: names and errors come from the table", "[platforms]") {
+  CHECK(transport_names(TransportScope::INTER_NODE) == "rdma, rdma-host-staged, tcp, ideal");
+  CHECK(transport_names(TransportScope::INTRA_NODE) == "shm, pcie, nvlink, ideal");
+  CHECK(contains(transport_help(TransportScope::ANY), "rdma-host-staged"));
+  try {
+    (void)transport_by_name("shm", TransportScope::INTER_NODE);
+    FAIL("shm accepted between nodes");
+  } catch (const dtsim::InputError& e) {
+    CHECK(contains(e.what(), "'shm'"));
+    CHECK(contains(e.what(), "rdma, rdma-host-staged, tcp, ideal"));
+  }
+  CHECK(transport_by_name_or_null("udp") == nullptr);
+}
+
+TEST_CASE("platforms::load_platform: transports default by technology and intra kind, or as written", "[platforms]") {
+  CHECK(load_text("EDR InfiniBand", "").network.transport == "rdma");
+  CHECK(load_text("Intel Omni-Path", "").network.transport == "rdma");
+  CHECK(load_text("10 GbE (TCP)", "").network.transport == "tcp");
+  CHECK(load_text("EDR InfiniBand", "").node.intra.transport == "shm");
+  const Platform p = load_text("EDR InfiniBand", "  transport: {value: tcp, source: IPoIB}\n  connections_per_peer: 4\n");
+  CHECK(p.network.transport == "tcp");
+  CHECK(p.network.connections_per_peer == 4);
+  CHECK(p.figure_sources.at("network.transport") == "IPoIB");
+  for (const auto& name : platform_names()) {
+    INFO(name);
+    const Platform shipped = load_platform(name);
+    CHECK(shipped.figure_sources.count("network.transport") == 1);  // every shipped file states it with a source
+  }
+}
+
+TEST_CASE("platforms::load_platform: bad transport fields name file, line and field", "[platforms]") {
+  auto error_of = [](const std::string& tech, const std::string& extra) -> std::string {
+    try {
+      (void)load_text(tech, extra);
+    } catch (const dtsim::InputError& e) {
+      return e.what();
+    }
+    FAIL("expected an InputError");
+    return "";
+  };
+  const std::string unknown = error_of("EDR InfiniBand", "  transport: udp\n");
+  CHECK(contains(unknown, "dtsim_ttest_"));
+  CHECK(contains(unknown, ":22:"));
+  CHECK(contains(unknown, "field 'transport' must be one of rdma, rdma-host-staged, tcp, ideal, got 'udp'"));
+  CHECK(contains(error_of("EDR InfiniBand", "  transport: nvlink\n"), "got 'nvlink'"));
+  CHECK(contains(error_of("Myrinet", ""), "missing field 'transport' (no default for this technology"));
+  CHECK(contains(error_of("EDR InfiniBand", "  connections_per_peer: 2\n"), "applies to socket transports"));
+  CHECK(contains(error_of("10 GbE", "  connections_per_peer: 0\n"), "connections_per_peer"));
+}

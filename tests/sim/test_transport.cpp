@@ -1,0 +1,131 @@
+// Tests of transports in the simulation (sim/src/transport.hpp, World::transfer): closed forms of the
+// factor bands, the TCP per-connection cap, the host-staged pipeline, and the ideal transport.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "common/child.hpp"
+#include "platforms/transport.hpp"
+#include "sim/src/world.hpp"
+#include "tests/sim/comm_test_platforms.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+double in_world(const platforms::Platform& p, Layout layout, const std::function<double(World&)>& body) {
+  return std::stod(run_in_child([&]() {
+    World world(p, layout);
+    return test_platforms::fmt_double(body(world));
+  }));
+}
+// One flow of `bytes` from a to b on an idle world; returns its duration.
+double one_flow(World& w, simgrid::s4u::Host* a, simgrid::s4u::Host* b, double bytes) {
+  double end = -1;
+  w.transfer(a, b, bytes, [&]() { end = w.now(); });
+  w.run();
+  return end;
+}
+}  // namespace
+
+TEST_CASE("sim::Transport: a flow follows its transport's band (latency x factor, bandwidth x scale)", "[sim]") {
+  const double bw = 10e9, lat = 2e-6, eff = 0.9;
+  auto p = test_platforms::uniform_star(2, bw, lat);
+  p.network.transport = "rdma";
+  p.network.protocol_efficiency = eff;
+  const auto& rdma = platforms::transport_by_name("rdma");
+  for (double bytes : {100.0, 4096.0, 65536.0, 1e6, 64e6}) {
+    const double t = in_world(p, {2, 1, 0}, [&](World& w) { return one_flow(w, w.node_host(0), w.node_host(1), bytes); });
+    const double route_lat = 2 * lat;  // two switch ports, no NIC overhead
+    INFO(bytes << " B");
+    CHECK(t == Approx(rdma.latency_factor(bytes) * route_lat + bytes / (bw * rdma.bandwidth_factor(bytes, eff)))
+                   .epsilon(1e-9));
+  }
+}
+
+TEST_CASE("sim::Transport: large messages reach the protocol efficiency", "[sim]") {
+  auto p = test_platforms::uniform_star(2, 10e9, 1e-6);
+  p.network.transport = "tcp";
+  p.network.connections_per_peer = 8;  // the cap (8 x 3.1 GB/s) stays above the link
+  p.network.protocol_efficiency = 0.94;
+  const double bytes = 1e9;
+  const double t = in_world(p, {2, 1, 0}, [&](World& w) { return one_flow(w, w.node_host(0), w.node_host(1), bytes); });
+  CHECK(bytes / t == Approx(0.94 * 10e9).epsilon(1e-4));
+}
+
+TEST_CASE("sim::Transport: a TCP connection never exceeds its cap", "[sim]") {
+  const auto& tcp = platforms::transport_by_name("tcp");
+  const double link_Bps = 12.5e9;  // faster than one connection
+  for (int conns : {1, 2}) {
+    auto p = test_platforms::uniform_star(3, link_Bps, 0);
+    p.network.transport = "tcp";
+    p.network.connections_per_peer = conns;
+    const double cap = conns * tcp.connection_rate_Bps;
+    REQUIRE(cap < link_Bps);
+    const double bytes = 1e9;
+    const double t = in_world(p, {3, 1, 0}, [&](World& w) { return one_flow(w, w.node_host(0), w.node_host(1), bytes); });
+    INFO(conns << " connection(s)");
+    CHECK(bytes / t == Approx(cap).epsilon(1e-9));
+    // Two flows from one node to two others: each is capped, the NIC is not the limit.
+    const double t2 = in_world(p, {3, 1, 0}, [&](World& w) {
+      double end = 0;
+      for (int dst : {1, 2}) w.transfer(w.node_host(0), w.node_host(dst), bytes, [&]() { end = w.now(); });
+      w.run();
+      return end;
+    });
+    CHECK(bytes / t2 <= cap * (1 + 1e-9));
+  }
+  // Inside a node no socket is involved.
+  auto p = test_platforms::uniform_star(1, 1e9, 0);
+  p.network.transport = "tcp";
+  const double t = in_world(p, {1, 1, 0}, [&](World& w) { return one_flow(w, w.worker_host(0), w.node_host(0), 1e9); });
+  CHECK(1e9 / t > tcp.connection_rate_Bps);
+}
+
+TEST_CASE("sim::Transport: a host-staged GPU transfer equals the pipelined sum of its copies", "[sim]") {
+  auto p = test_platforms::gpu_fat_tree(8, 2);  // PCIe 16 GB/s, 1 us; network 12.5 GB/s, 1 us per hop
+  p.network.transport = "rdma-host-staged";
+  p.network.protocol_efficiency = 0.9;
+  const auto& staged = platforms::transport_by_name("rdma-host-staged");
+  const double bytes = 64 * staged.chunk_B;  // in the last band: factor 1 on the wire
+  const double t = in_world(p, {8, 2, 0}, [&](World& w) {
+    return one_flow(w, w.worker_host(0), w.worker_host(2), bytes) - w.route_latency_s(w.worker_host(0), w.worker_host(2)) *
+                                                                        staged.latency_factor(bytes);
+  });
+  // World::message_latency_s is the part paid before bandwidth: route latency x factor + fill.
+  const double before_bw = in_world(p, {8, 2, 0}, [&](World& w) {
+    const double full = one_flow(w, w.worker_host(0), w.worker_host(2), bytes);
+    return full - w.message_latency_s(w.worker_host(0), w.worker_host(2), bytes);
+  });
+  const double c = staged.chunk_B;
+  const double copy_s = 1e-6 + c / 16e9, wire_s = c / (12.5e9 * 0.9);
+  const double pipelined = 2 * copy_s + wire_s + (64 - 1) * std::max(copy_s, wire_s);
+  CHECK(t == Approx(pipelined).epsilon(1e-9));
+  CHECK(before_bw == Approx(64 * std::max(copy_s, wire_s)).epsilon(1e-9));  // n chunks at the slowest stage
+  // From host memory there is nothing to stage: plain RDMA.
+  auto rdma = p;
+  rdma.network.transport = "rdma";
+  const double host_staged = in_world(p, {8, 2, 0}, [&](World& w) { return one_flow(w, w.node_host(0), w.node_host(1), bytes); });
+  const double host_rdma = in_world(rdma, {8, 2, 0}, [&](World& w) { return one_flow(w, w.node_host(0), w.node_host(1), bytes); });
+  CHECK(host_staged == Approx(host_rdma).epsilon(1e-12));
+}
+
+TEST_CASE("sim::Transport: the ideal transport is dtsim without transports", "[sim]") {
+  auto p = test_platforms::uniform_star(2, 1e9, 3e-6);
+  p.network.protocol_efficiency = 0.5;
+  REQUIRE(p.network.transport == "ideal");  // platforms built in code default to ideal
+  for (double bytes : {1.0, 1e6}) {
+    const double t = in_world(p, {2, 1, 0}, [&](World& w) { return one_flow(w, w.node_host(0), w.node_host(1), bytes); });
+    CHECK(t == Approx(2 * 3e-6 + bytes / 0.5e9).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("sim::Platform builder: a CPU rank reaches the NIC without crossing the shared-memory link", "[sim]") {
+  auto p = test_platforms::uniform_star(2, 10e9, 0);
+  p.node.intra.link_bandwidth_Bps = 5e9;  // slower than the NIC: it must not cap inter-node flows
+  const double bytes = 1e9;
+  const double inter = in_world(p, {2, 2, 0}, [&](World& w) { return one_flow(w, w.worker_host(0), w.worker_host(2), bytes); });
+  CHECK(bytes / inter == Approx(10e9).epsilon(1e-9));
+  const double intra = in_world(p, {2, 2, 0}, [&](World& w) { return one_flow(w, w.worker_host(0), w.worker_host(1), bytes); });
+  CHECK(bytes / intra == Approx(5e9).epsilon(1e-9));
+}
