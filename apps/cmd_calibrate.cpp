@@ -43,6 +43,7 @@ struct ReportArgs {
   int sockets = 1;
   double anchor = 0;
   std::string db;
+  std::string precision = "fp32";
   std::string format = "table";
 };
 
@@ -108,8 +109,10 @@ void run_report(const ReportArgs& a) {
   o.cpu_sockets = a.sockets;
   o.db_path = a.db;
   if (a.anchor != 0) o.anchor_samples_per_s = a.anchor;
+  o.precision = calibrate::precision_by_name(a.precision);
   const auto prof = calibrate::build_profile(m, dev, o);
-  const double peak = calibrate::device_peak_flops(dev);
+  const double peak = dev.kind == platforms::DeviceKind::GPU ? calibrate::precision_peak_flops(dev, o.precision)
+                                                             : calibrate::device_peak_flops(dev);
   // Peak available to this worker: a CPU worker uses `threads` cores.
   const double worker_peak = dev.kind == platforms::DeviceKind::CPU
                                  ? calibrate::device_core_peak_flops(dev) * std::max(prof.threads, 1)
@@ -144,14 +147,17 @@ void run_report(const ReportArgs& a) {
                      {"samples_per_s", b / prof.step_compute_s()},
                      {"coverage", prof.coverage},
                      {"anchor_factor", prof.anchor_factor},
+                     {"precision", std::string(calibrate::to_string(prof.precision))},
+                     {"compute_model", prof.compute_model},
                      {"layers", layers}};
     std::cout << j.dump(2) << '\n';
     return;
   }
   table.print(std::cout, format);
   if (format == TextFormat::CSV) return;
-  fmt::print("\n{} on {} ({}), batch {}{}\n", prof.model, dev.name, dev.description, prof.batch,
-             prof.threads > 0 ? fmt::format(", {} threads/worker", prof.threads) : "");
+  fmt::print("\n{} on {} ({}), batch {}, {}{}; {}\n", prof.model, dev.name, dev.description, prof.batch,
+             calibrate::to_string(prof.precision), prof.threads > 0 ? fmt::format(", {} threads/worker", prof.threads) : "",
+             prof.compute_model);
   fmt::print("per sample: forward {:.3f} ms, backward {:.3f} ms; update {:.3f} ms per step\n",
              prof.fwd_s() / b * 1e3, prof.bwd_s() / b * 1e3, prof.update_s * 1e3);
   fmt::print("step {:.2f} ms -> {:.1f} samples/s; measured coverage {:.0f}%; anchor factor {:.3f}\n",
@@ -235,6 +241,7 @@ const CommandRegistrar registrar("calibrate", 30, [](CLI::App& root) {
   auto rargs = std::make_shared<ReportArgs>();
   report->add_option("--model", rargs->model, "zoo model name or YAML model file")->required();
   report->add_option("--device", rargs->device, "device name from platforms/devices.yaml")->required();
+  report->add_option("--precision", rargs->precision, "fp32|fp16-mixed (GPUs with FP16 tensor cores)")->capture_default_str();
   report->add_option("--batch", rargs->batch, "batch per worker")->capture_default_str();
   report->add_option("--threads", rargs->threads, "CPU threads per worker (0 = the node's cores / workers)")
       ->capture_default_str();

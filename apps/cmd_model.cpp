@@ -12,7 +12,9 @@
 
 #include "apps/command.hpp"
 #include "common/errors.hpp"
+#include "calibrate/memory.hpp"
 #include "common/table.hpp"
+#include "platforms/device.hpp"
 #include "models/yaml_io.hpp"
 #include "models/zoo.hpp"
 
@@ -26,6 +28,8 @@ struct ModelArgs {
   int channels = 0;
   int classes = 0;
   std::string format = "table";
+  std::string precision = "fp32";  // show: memory at this precision
+  std::string device;              // show: check the memory against this device
 };
 
 int parse_side(std::string_view text, const std::string& whole) {
@@ -79,6 +83,11 @@ void show(const ModelArgs& a) {
   const models::Model m = models::load_model(a.model, options_of(a));
   const auto& in = m.input_shape();
   const auto totals = m.totals();
+  const auto precision = calibrate::precision_by_name(a.precision);
+  platforms::Device generic;  // no device: a GPU without capacity (runtime reserve counted, no check)
+  const platforms::Device& dev = a.device.empty() ? generic : platforms::DeviceCatalog::builtin().by_name(a.device);
+  const auto mem = calibrate::estimate_memory(m, precision, dev);
+  const bool fits = !(dev.mem_capacity_B > 0) || dev.kind != platforms::DeviceKind::GPU || mem.total_B() <= dev.mem_capacity_B;
   if (format == TextFormat::JSON) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : m.layers()) {
@@ -93,7 +102,18 @@ void show(const ModelArgs& a) {
                                 {"batch", m.batch()},
                                 {"input", {in.c, in.h, in.w}},
                                 {"layers", std::move(layers)},
-                                {"totals", costs_json(totals)}};
+                                {"totals", costs_json(totals)},
+                                {"memory",
+                                 {{"precision", std::string(calibrate::to_string(precision))},
+                                  {"weights_B", whole(mem.weights_B)},
+                                  {"gradients_B", whole(mem.gradients_B)},
+                                  {"optimizer_B", whole(mem.optimizer_B)},
+                                  {"activations_B", whole(mem.activations_B)},
+                                  {"workspace_B", whole(mem.workspace_B)},
+                                  {"runtime_B", whole(mem.runtime_B)},
+                                  {"total_B", whole(mem.total_B())},
+                                  {"device", a.device},
+                                  {"fits", fits}}}};
     std::cout << out.dump(2) << '\n';
     return;
   }
@@ -113,6 +133,13 @@ void show(const ModelArgs& a) {
                              m.name(), m.batch(), in.c, in.h, in.w, m.layers().size() - 1, totals.params,
                              totals.fwd_flops / 1e9);
   table.print(std::cout, format);
+  if (format == TextFormat::TABLE) {
+    std::cout << fmt::format("training memory at batch {}, {} (SGD with momentum): {}\n", m.batch(),
+                             calibrate::to_string(precision), calibrate::describe(mem));
+    if (!a.device.empty())
+      std::cout << fmt::format("{} on {}: {:.2f} GiB of memory\n", fits ? "fits" : "does NOT fit", dev.name,
+                               dev.mem_capacity_B / (1024.0 * 1024 * 1024));
+  }
 }
 
 // Benchmark of the build-time target (the simulator builds a model for every prediction): builds the
@@ -152,6 +179,9 @@ const CommandRegistrar registrar("model", 11, [](CLI::App& root) {
       "show", "Per layer: output shape, parameters, forward/backward FLOPs, activation and weight bytes; totals");
   add_model_options(show_cmd, *show_args);
   show_cmd->add_option("--format", show_args->format, "Output format: table, csv or json")->capture_default_str();
+  show_cmd->add_option("--precision", show_args->precision, "Precision of the memory estimate: fp32|fp16-mixed")
+      ->capture_default_str();
+  show_cmd->add_option("--device", show_args->device, "Check the training memory against this device's capacity");
   show_cmd->callback([show_args] { show(*show_args); });
 
   auto export_args = std::make_shared<ModelArgs>();

@@ -58,6 +58,10 @@ std::string intra_summary(const Platform& p) {
                               in.latency_s / MICRO);
   if (in.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH)
     s += fmt::format(", {} link(s) per GPU pair", in.links_per_pair);
+  if (in.kind == platforms::IntraNodeKind::NVLINK) s += fmt::format(", {} direct GPU pair(s)", in.pairs.size());
+  if (in.kind == platforms::IntraNodeKind::NVSWITCH)
+    s += fmt::format(", {} link(s) per GPU = {:.0f} GB/s per GPU per direction", in.links_per_gpu,
+                     in.link_bandwidth_Bps * in.links_per_gpu / GIGA);
   if (in.devices_per_switch > 0)
     s += fmt::format(", {} GPUs per PCIe switch", in.devices_per_switch);
   if (in.uplink_bandwidth_Bps > 0) s += fmt::format(", uplink {:.2f} GB/s", in.uplink_bandwidth_Bps / GIGA);

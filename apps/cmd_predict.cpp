@@ -21,10 +21,10 @@ constexpr double S_PER_MS = 1e-3;
 
 struct PredictArgs {
   std::string scenario, model, platform, workers, strategy, framework, ps, ps_placement, ps_balance, data, format = "table",
-                                                                                                 out, trace;
+                                                                                                 out, trace, precision;
   int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
-  bool explain = false, no_overlap = false;
+  bool explain = false, no_overlap = false, allow_oversubscribe = false;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
@@ -79,12 +79,14 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   // A flag replaces the file's value: errors about it then name the flag, not the file.
   for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
                            "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
-                           "--no-overlap", "--data", "--anchor", "--iterations", "--trace"}) {
+                           "--no-overlap", "--data", "--anchor", "--iterations", "--trace", "--framework"}) {
     if (!a.given(flag)) continue;
     std::string field(flag + 2);
     std::replace(field.begin(), field.end(), '-', '_');
     s.field_origin.erase(field);
   }
+  if (a.given("--precision")) s.precision = calibrate::precision_by_name(a.precision);
+  if (a.allow_oversubscribe) s.allow_oversubscribe = true;
   return s;
 }
 
@@ -175,6 +177,10 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--data", a->data, "synthetic|real (real: read input from the platform's storage)");
   cmd->add_option("--anchor", a->anchor, "Measured single-worker throughput (samples/s) fixing the compute scale");
   cmd->add_option("--iterations", a->iterations, "Simulated iterations (the first is warm-up)");
+  cmd->add_option("--precision", a->precision,
+                  "fp32|fp16-mixed (FP16 tensor cores: V100, T4, A100, H100; FP16 activations and gradients)");
+  cmd->add_flag("--allow-oversubscribe", a->allow_oversubscribe,
+                "Predict even when the memory estimate exceeds the GPU's memory (else exit 2)");
   cmd->add_option("--format", a->format, "table|csv|json");
   cmd->add_option("--out", a->out, "Write the output to this file instead of stdout");
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace of one iteration of the last point");

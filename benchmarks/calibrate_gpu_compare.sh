@@ -5,7 +5,7 @@
 # - a held-out table nothing in dtsim is fitted to: the TensorFlow benchmark page's P100 and K80 rows
 #   (benchmarks/data/tf-benchmarks-2017.yaml);
 # - the OSU 2019 device ratios (Skylake vs K80, V100 vs Skylake).
-# Each row also prints a what-if (3x3 stride-1 convolutions as Winograd) that is not dtsim's model.
+# GPU conv/FC layers come from the kernel model fitted to DeepBench (docs/calibration.md §4b).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dtsim="${DTSIM:-$root/build/apps/dtsim}"

@@ -1,11 +1,13 @@
-"""Held-out checks of the simulation: TensorFlow's multi-GPU benchmarks (May 2017).
+"""Held-out checks: TensorFlow's benchmarks (May 2017), single GPU unanchored, then multi-GPU.
 
-Each model is anchored at its measured 1-GPU throughput, so the rows test the scaling that dtsim
+The single-GPU rows test the GPU compute model (kernel model, docs/calibration.md) with no anchor.
+In the multi-GPU sets each model is anchored at its measured 1-GPU throughput, so the rows test the scaling that dtsim
 simulates (intra-node links, parameter servers, allreduce, the network), not the device model.
 Usage: predict_tf_benchmarks.py DTSIM DATA_YAML
 """
 import csv
 import io
+import json
 import subprocess
 import sys
 
@@ -18,6 +20,20 @@ SETS = {
 
 dtsim, path = sys.argv[1:3]
 data = yaml.safe_load(open(path))
+
+print("TensorFlow benchmarks, single GPU, synthetic, unanchored (GPU compute model):")
+single = {}
+for model, device, batch, published in data["single_gpu"]["rows"]:
+    out = subprocess.run([dtsim, "calibrate", "report", "--model", model, "--device", device, "--batch", str(batch),
+                          "--format", "json"], check=True, capture_output=True, text=True).stdout
+    thr = json.loads(out)["samples_per_s"]
+    err = (thr / published - 1) * 100
+    single.setdefault(device, []).append(abs(err))
+    print(f"  {model:13} {device:10} batch {batch:>3}  predicted {thr:7.1f}  published {published:7.1f} img/s  error {err:+6.1f}%")
+for device, e in single.items():
+    print(f"  single GPU {device}: mean absolute error {sum(e) / len(e):.1f}% over {len(e)} rows")
+flat = [x for e in single.values() for x in e]
+print(f"  single GPU, all: mean absolute error {sum(flat) / len(flat):.1f}% over {len(flat)} rows")
 all_errors = []
 for name, title in SETS.items():
     platform = data[name]["platform"]

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/gpu_kernel_model.hpp"
 #include "models/model.hpp"
 #include "platforms/device.hpp"
 
@@ -17,7 +18,7 @@ struct LayerTime {
   double fwd_s = 0;
   double bwd_data_s = 0;
   double bwd_weights_s = 0;
-  std::int64_t grad_bytes = 0;   // FP32 gradient of this layer's parameters (0 for parameter-free layers)
+  std::int64_t grad_bytes = 0;   // gradient of this layer's parameters at the profile's precision (0 if none)
   bool measured = false;         // true when the host time came from a clean calibration entry
   double bwd_s() const { return bwd_data_s + bwd_weights_s; }
 };
@@ -27,6 +28,8 @@ struct ComputeProfile {
   std::string device;
   int batch = 0;       // per worker
   int threads = 0;     // CPU threads per worker process (0 for GPUs)
+  Precision precision = Precision::FP32;
+  std::string compute_model;      // "kernel model (<fit>)" or "device model" (host efficiency carried over)
   std::vector<LayerTime> layers;  // forward (topological) order, input layer excluded
   double update_s = 0;            // optimizer (SGD with momentum) step over all parameters
   double anchor_factor = 1.0;     // multiplier applied to every time to match a measured throughput
@@ -44,11 +47,14 @@ struct ProfileOptions {
   int cpu_sockets = 1;          // CPU: sockets in the node
   std::string db_path;          // calibration database; empty = the default (see calibrate.hpp)
   std::optional<double> anchor_samples_per_s;  // measured single-worker throughput to match
+  Precision precision = Precision::FP32;       // fp16-mixed: GPUs with FP16 tensor cores only
 };
 
 // Predicts the per-layer times of `model` (built at the per-worker batch) on `device`, from the
 // host's calibrated efficiency carried over by the device model (docs/calibration.md). Never needs a
 // GPU; layers missing from the database use the op-class efficiency of the host (coverage tells).
+// On a GPU the kernel model (gpu_kernel_model.hpp) times conv2d and fully_connected layers when it has
+// coefficients for the device. InputError for fp16-mixed on a device without FP16 tensor cores.
 ComputeProfile build_profile(const models::Model& model, const platforms::Device& device,
                              const ProfileOptions& options);
 

@@ -13,6 +13,13 @@ enum class IntraNodeKind {
   SHARED_MEMORY,             // CPU processes exchanging through memory
   PCIE,                      // GPUs behind PCIe switches, host bridge to the NIC
   NVLINK_HYBRID_CUBE_MESH,   // DGX-1 style 8-GPU NVLink mesh (plus PCIe to the NIC)
+  NVLINK,                    // any number of GPUs, explicit NVLink pairs with brick counts (plus PCIe)
+  NVSWITCH,                  // every GPU's bricks into NVSwitches: all-to-all at the per-GPU NVLink bandwidth
+};
+
+// One direct NVLink connection of an `nvlink` node: GPUs a and b joined by `bricks` links.
+struct NvlinkPair {
+  int a = 0, b = 0, bricks = 1;
 };
 
 struct IntraNode {
@@ -25,6 +32,8 @@ struct IntraNode {
   // addition: transport of intra-node bytes (platforms/transport.hpp, INTRA_NODE scope). Files default
   // it from `kind` (shm / pcie / nvlink); "ideal" for platforms built in code.
   std::string transport = "ideal";
+  std::vector<NvlinkPair> pairs;  // nvlink: the direct connections (any other pair goes through PCIe)
+  int links_per_gpu = 0;          // nvswitch: NVLink bricks from each GPU into the switches
   std::string source;
   std::string assumptions;        // addition: figures assumed, and why
 };

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/gpu_kernel_model.hpp"
 #include "common/yaml_util.hpp"
 #include "sim/training.hpp"
 
@@ -25,6 +26,8 @@ struct Scenario {
   bool ps_auto = false;
   std::optional<double> anchor_samples_per_s;
   std::string db_path;      // calibration database (empty = default)
+  calibrate::Precision precision = calibrate::Precision::FP32;
+  bool allow_oversubscribe = false;  // predict even when the memory estimate exceeds the GPU's memory
   sim::TrainingPoint point; // strategy, placement, fusion, cycle, data, iterations, variability ...
   // "file:line" of each top-level field read from a file, so that errors found later (unknown
   // model, too many workers for the platform) name where the value came from; a flag that

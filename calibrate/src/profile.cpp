@@ -13,6 +13,7 @@
 
 #include "calibrate/database.hpp"
 #include "calibrate/device_model.hpp"
+#include "calibrate/gpu_kernel_model.hpp"
 #include "calibrate/op_signature.hpp"
 #include "common/errors.hpp"
 
@@ -112,6 +113,19 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   if (options.cpu_sockets < 1 || options.cpu_sockets > 64)
     throw InputError(fmt::format("cpu sockets must be in 1..64, got {}", options.cpu_sockets));
   if (model.batch() < 1) throw InputError(fmt::format("model '{}': batch must be >= 1", model.name()));
+  const bool gpu = device.kind == platforms::DeviceKind::GPU;
+  if (options.precision == Precision::FP16_MIXED) {
+    if (!gpu) throw InputError(fmt::format("precision fp16-mixed needs a GPU with tensor cores; '{}' is a CPU", device.name));
+    precision_peak_flops(device, options.precision);  // throws for a GPU without FP16 tensor cores
+  }
+  const KernelCoefficients* kernels =
+      gpu ? GpuKernelModel::builtin().coefficients_or_null(device.name, options.precision) : nullptr;
+  if (gpu && options.precision == Precision::FP16_MIXED && !kernels)
+    throw InputError(fmt::format("device '{}': the GPU kernel model has no fp16-mixed fit or fallback for it "
+                                 "(calibrate/data/gpu_kernels.json)",
+                                 device.name));
+  // Activations, weight copies and gradients at the precision's element size.
+  const double byte_scale = element_bytes(options.precision) / element_bytes(Precision::FP32);
 
   const std::string path = options.db_path.empty() ? default_db_path() : options.db_path;
   const auto cached = cached_model(path);
@@ -123,6 +137,8 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   profile.model = model.name();
   profile.device = device.name;
   profile.batch = static_cast<int>(model.batch());
+  profile.precision = options.precision;
+  profile.compute_model = kernels ? fmt::format("kernel model ({})", kernels->fitted_on) : "device model";
   if (device.kind == platforms::DeviceKind::CPU) {
     const int node_cores = std::max(device.cores, 1) * options.cpu_sockets;
     placement.threads = options.threads > 0 ? options.threads : std::max(1, node_cores / options.workers_per_node);
@@ -136,17 +152,20 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     LayerTime t;
     t.name = layer.name;
     t.op = std::string(models::to_string(layer.op));
-    t.grad_bytes = layer.costs.params * 4;
+    t.grad_bytes = static_cast<std::int64_t>(static_cast<double>(layer.costs.params) * element_bytes(options.precision));
     params += layer.costs.params;
     const OpClass op_class = op_class_of(layer.op);
     const std::string signature = op_signature(layer);
     const auto passes = passes_of(layer);
     bool all_measured = !passes.empty();
     for (Pass pass : passes) {
-      const PassWork work = pass_work(layer, pass);
+      PassWork work = pass_work(layer, pass);
       const HostEff he = host_eff_for(*cached, signature, pass, op_class, model.batch());
-      const double s = predict_pass_s(cached->host, op_class, work, he.efficiency,
-                                      compute_bound_on_host(cached->host, work, op_class), device, placement);
+      const bool host_bound = compute_bound_on_host(cached->host, work, op_class);
+      work.bytes *= byte_scale;
+      const double s = kernels && kernel_model_applies(layer.op)
+                           ? kernel_pass_s(*kernels, layer, pass, device, options.precision)
+                           : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
       (pass == Pass::FWD ? t.fwd_s : pass == Pass::BWD_DATA ? t.bwd_data_s : t.bwd_weights_s) = s;
       total_s += s;
       if (he.measured) measured_s += s;

@@ -155,13 +155,15 @@ std::string parse_transport(Reader& r, const YAML::Node& map, const std::string&
 IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) {
   yaml::check_keys(map,
                    {"kind", "link_bandwidth_Bps", "latency_s", "devices_per_switch", "uplink_bandwidth_Bps",
-                    "links_per_pair", "transport", "source", "assumptions"},
+                    "links_per_pair", "pairs", "links_per_gpu", "transport", "source", "assumptions"},
                    r.origin(), ctx);
   IntraNode in;
   in.kind = parse_enum<IntraNodeKind>(r, map, "kind", ctx,
                                       {{"shared-memory", IntraNodeKind::SHARED_MEMORY},
                                        {"pcie", IntraNodeKind::PCIE},
-                                       {"nvlink-hybrid-cube-mesh", IntraNodeKind::NVLINK_HYBRID_CUBE_MESH}});
+                                       {"nvlink-hybrid-cube-mesh", IntraNodeKind::NVLINK_HYBRID_CUBE_MESH},
+                                       {"nvlink", IntraNodeKind::NVLINK},
+                                       {"nvswitch", IntraNodeKind::NVSWITCH}});
   in.link_bandwidth_Bps = r.number(map, "link_bandwidth_Bps", ctx, true, true);
   in.latency_s = r.number(map, "latency_s", ctx, true, false);
   in.devices_per_switch = r.integer(map, "devices_per_switch", ctx, false, 0, MAX_PER_NODE, 0);
@@ -169,6 +171,42 @@ IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) 
   in.links_per_pair = r.integer(map, "links_per_pair", ctx, false, 1, 64, 1);
   in.transport = parse_transport(r, map, ctx, TransportScope::INTRA_NODE,
                                  default_intra_transport(r.text(map, "kind", ctx, true)));
+  in.links_per_gpu = r.integer(map, "links_per_gpu", ctx, false, 1, 64, 0);
+  // Fields a kind does not use are errors, not silently ignored.
+  if (map["links_per_pair"] && in.kind != IntraNodeKind::NVLINK_HYBRID_CUBE_MESH)
+    r.fail(map["links_per_pair"], ctx, "field 'links_per_pair' is only for kind 'nvlink-hybrid-cube-mesh'");
+  if (map["links_per_gpu"] && in.kind != IntraNodeKind::NVSWITCH)
+    r.fail(map["links_per_gpu"], ctx, "field 'links_per_gpu' is only for kind 'nvswitch'");
+  if (map["pairs"] && in.kind != IntraNodeKind::NVLINK)
+    r.fail(map["pairs"], ctx, "field 'pairs' is only for kind 'nvlink'");
+  if (in.kind == IntraNodeKind::NVSWITCH && in.links_per_gpu < 1)
+    r.fail(map, ctx, "kind 'nvswitch' needs 'links_per_gpu' (NVLink bricks from each GPU into the switches)");
+  if (in.kind == IntraNodeKind::NVLINK) {
+    const YAML::Node pairs = map["pairs"];
+    if (!pairs || !pairs.IsSequence() || pairs.size() == 0)
+      r.fail(pairs ? pairs : map, ctx, "kind 'nvlink' needs 'pairs': a list of [gpu_a, gpu_b, bricks]");
+    for (const auto& item : pairs) {
+      std::vector<int> v;
+      if (item.IsSequence() && item.size() == 3)
+        for (const auto& x : item) {
+          double d = -1;
+          try {
+            d = x.as<double>();
+          } catch (const YAML::Exception&) {
+          }
+          v.push_back(d == std::floor(d) && d >= 0 && d <= MAX_PER_NODE ? static_cast<int>(d) : -1);
+        }
+      if (v.size() != 3 || v[0] < 0 || v[1] < 0 || v[2] < 1 || v[0] == v[1])
+        r.fail(item, ctx, "field 'pairs' entries must be [gpu_a, gpu_b, bricks] with two different GPU indices and "
+                          "bricks >= 1");
+      NvlinkPair p{std::min(v[0], v[1]), std::max(v[0], v[1]), v[2]};
+      for (const auto& q : in.pairs)
+        if (q.a == p.a && q.b == p.b)
+          r.fail(item, ctx, fmt::format("field 'pairs' lists GPUs {} and {} twice (give one entry with the brick count)",
+                                        p.a, p.b));
+      in.pairs.push_back(p);
+    }
+  }
   in.source = r.text(map, "source", ctx, true);
   in.assumptions = r.text(map, "assumptions", ctx, false);
   return in;
@@ -218,6 +256,17 @@ void parse_node(Reader& r, const YAML::Node& map, Platform& p) {
       break;
     case IntraNodeKind::PCIE:
       if (n.gpus < 1) r.fail(at, ictx, "kind 'pcie' needs GPUs (node.gpus >= 1); CPU-only nodes use 'shared-memory'");
+      break;
+    case IntraNodeKind::NVLINK:
+    case IntraNodeKind::NVSWITCH:
+      if (n.gpus < 1) r.fail(at, ictx, fmt::format("kind '{}' needs GPUs (node.gpus >= 1)", to_string(n.intra.kind)));
+      if (n.intra.uplink_bandwidth_Bps <= 0)
+        r.fail(map["intra"], ictx, fmt::format("kind '{}' needs 'uplink_bandwidth_Bps' (the PCIe path to host and NIC)",
+                                               to_string(n.intra.kind)));
+      for (const auto& pr : n.intra.pairs)
+        if (pr.b >= n.gpus)
+          r.fail(map["intra"]["pairs"], ictx,
+                 fmt::format("field 'pairs' names GPU {} but node.gpus is {} (indices 0..{})", pr.b, n.gpus, n.gpus - 1));
       break;
     case IntraNodeKind::NVLINK_HYBRID_CUBE_MESH:
       if (n.gpus != HYBRID_CUBE_MESH_GPUS)
@@ -393,6 +442,8 @@ std::string to_string(IntraNodeKind kind) {
     case IntraNodeKind::SHARED_MEMORY: return "shared-memory";
     case IntraNodeKind::PCIE: return "pcie";
     case IntraNodeKind::NVLINK_HYBRID_CUBE_MESH: return "nvlink-hybrid-cube-mesh";
+    case IntraNodeKind::NVLINK: return "nvlink";
+    case IntraNodeKind::NVSWITCH: return "nvswitch";
   }
   return "?";
 }

@@ -87,7 +87,8 @@ std::string default_network_transport(const std::string& technology) {
 std::string default_intra_transport(const std::string& intra_kind_name) {
   if (intra_kind_name == "shared-memory") return "shm";
   if (intra_kind_name == "pcie") return "pcie";
-  if (intra_kind_name == "nvlink-hybrid-cube-mesh") return "nvlink";
+  if (intra_kind_name == "nvlink-hybrid-cube-mesh" || intra_kind_name == "nvlink" || intra_kind_name == "nvswitch")
+    return "nvlink";
   return "";
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "calibrate/memory.hpp"
 #include "calibrate/profile.hpp"
 #include "common/errors.hpp"
 #include "models/zoo.hpp"
@@ -136,7 +137,11 @@ Prepared prepare(const Scenario& s) {
   po.workers_per_node = s.point.workers_per_node > 0 ? s.point.workers_per_node : p.platform.default_workers_per_node();
   po.cpu_sockets = p.platform.node.cpu_sockets;
   po.db_path = s.db_path;
-  p.profile = calibrate::build_profile(model, p.platform.worker_device(), po);
+  po.precision = s.precision;
+  const auto& device = p.platform.worker_device();
+  if (!s.allow_oversubscribe)
+    calibrate::check_memory_fits(calibrate::estimate_memory(model, s.precision, device), model, device);
+  p.profile = calibrate::build_profile(model, device, po);
   p.base = s.point;
   p.base.input_bytes_per_sample = static_cast<double>(model.input_shape().per_sample()) * BYTES_PER_FP32;
   const auto& last = model.layers().back();

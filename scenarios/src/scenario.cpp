@@ -112,7 +112,7 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
                     "workers_per_node", "threads", "strategy", "framework", "ps", "ps_placement", "ps_balance", "fusion_mb",
                     "cycle_ms", "overlap", "data", "sample_bytes", "prefetch_depth", "metadata_ops_per_sample",
                     "preprocess_ms_per_sample", "iterations", "anchor", "calibration_db", "comm_mode", "trace",
-                    "variability", "sweep"},
+                    "variability", "precision", "allow_oversubscribe", "sweep"},
                    origin, ctx);
   Scenario s;
   s.file = origin.file;
@@ -193,6 +193,14 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
     s.anchor_samples_per_s = a;
   }
   s.db_path = resolve_path(yaml::optional<std::string>(node, "calibration_db", "", origin, ctx), origin, false);
+  if (node["precision"]) {
+    try {
+      s.precision = calibrate::precision_by_name(yaml::required<std::string>(node, "precision", origin, ctx));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", origin.where(node["precision"]), e.what()));
+    }
+  }
+  s.allow_oversubscribe = yaml::optional<bool>(node, "allow_oversubscribe", false, origin, ctx);
   p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);  // an output: like --out, from the cwd
   if (const auto v = node["variability"]) {
     const char* vctx = "scenario variability";

@@ -66,7 +66,11 @@ long topology_leaves(const platforms::Platform& p) {
 // and its gateway router (the NIC side).
 //
 //   GPU0 -pcie- [switch uplink] -+- node host (CPU)         NVLink: GPUs also linked pairwise
-//   GPU1 -pcie- [switch uplink] -+                                  (DGX-1 hybrid cube mesh)
+//   GPU1 -pcie- [switch uplink] -+                                  (DGX-1 hybrid cube mesh, or the
+//                                                                    listed pairs: 2 hops via the widest
+//                                                                    common neighbour, else PCIe)
+//                                                           NVSwitch: GPUk -port k- [switch] -port j- GPUj,
+//                                                                    a port = links_per_gpu bricks
 //   ...                          +- NIC link -- gateway -> inter-node topology
 //   storage end -- local SSD link or shared PFS link -- node host
 struct NodeBuilder {
@@ -120,7 +124,10 @@ struct NodeBuilder {
     std::vector<s4u::Host*> devs;
     std::vector<std::vector<LinkInRoute>> to_cpu(gpus);  // device -> node host, UP direction
     std::vector<s4u::Link*> own(gpus, nullptr);
-    const bool nvlink = intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH;
+    const bool hcm = intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH;
+    const bool pairs = intra.kind == platforms::IntraNodeKind::NVLINK;
+    const bool nvswitch = intra.kind == platforms::IntraNodeKind::NVSWITCH;
+    const bool nvlink = hcm || pairs || nvswitch;  // the device's own link is then its PCIe path (uplink)
     const bool pcie = intra.kind == platforms::IntraNodeKind::PCIE;
     const double dev_link_Bps = nvlink ? intra.uplink_bandwidth_Bps : intra.link_bandwidth_Bps;
     std::vector<s4u::Link*> switches;
@@ -150,21 +157,54 @@ struct NodeBuilder {
     };
     // Device to device.
     std::vector<std::vector<s4u::Link*>> nvl(gpus, std::vector<s4u::Link*>(gpus, nullptr));
+    std::vector<std::vector<int>> bricks(gpus, std::vector<int>(gpus, 0));
     auto hcm_neighbours = [](int a, int b) { return a / 4 == b / 4 || (a % 4 == b % 4); };
-    if (nvlink) {
+    if (hcm) {
       for (int a = 0; a < gpus; ++a)
         for (int b = a + 1; b < gpus; ++b)
           if (hcm_neighbours(a, b))
             nvl[a][b] = duplex(zone, fmt::format("{}-nvl{}-{}", tag, a, b),
                                intra.link_bandwidth_Bps * std::max(1, intra.links_per_pair), intra.latency_s);
     }
+    if (pairs)  // explicit pairs; GPUs beyond this node's workers are not built
+      for (const auto& pr : intra.pairs)
+        if (pr.b < gpus) {
+          nvl[pr.a][pr.b] = duplex(zone, fmt::format("{}-nvl{}-{}", tag, pr.a, pr.b),
+                                   intra.link_bandwidth_Bps * pr.bricks, intra.latency_s);
+          bricks[pr.a][pr.b] = bricks[pr.b][pr.a] = pr.bricks;
+        }
+    // NVSwitch: one port per GPU carrying all its bricks; the switch fabric itself is non-blocking.
+    std::vector<s4u::Link*> port(nvswitch ? gpus : 0, nullptr);
+    for (int g = 0; g < static_cast<int>(port.size()); ++g)
+      port[g] = duplex(zone, fmt::format("{}-nvsw-port{}", tag, g), intra.link_bandwidth_Bps * intra.links_per_gpu,
+                       intra.latency_s / 2);
     auto nvl_hop = [&](int a, int b) {  // UP is the low-to-high index direction
       return a < b ? LinkInRoute(nvl[a][b], Dir::UP) : LinkInRoute(nvl[b][a], Dir::DOWN);
     };
     for (int a = 0; a < gpus; ++a)
       for (int b = a + 1; b < gpus; ++b) {
         std::vector<LinkInRoute> route;
-        if (nvlink) {
+        if (nvswitch) {
+          route = {LinkInRoute(port[a], Dir::UP), LinkInRoute(port[b], Dir::DOWN)};
+        } else if (pairs) {
+          if (nvl[a][b] != nullptr) {
+            route.push_back(nvl_hop(a, b));
+          } else {  // through the GPU with the widest two-hop NVLink path, else through the CPU side
+            int via = -1, width = 0;
+            for (int c = 0; c < gpus; ++c)
+              if (c != a && c != b && std::min(bricks[a][c], bricks[c][b]) > width) {
+                via = c;
+                width = std::min(bricks[a][c], bricks[c][b]);
+              }
+            if (via >= 0) {
+              route.push_back(nvl_hop(a, via));
+              route.push_back(nvl_hop(via, b));
+            } else {
+              route = to_cpu[a];
+              for (auto& l : reversed_down(to_cpu[b])) route.push_back(l);
+            }
+          }
+        } else if (hcm) {
           if (nvl[a][b] != nullptr) {
             route.push_back(nvl_hop(a, b));
           } else {  // two hops through a GPU neighbouring both (hybrid cube mesh)
@@ -236,8 +276,11 @@ void validate_for_simulation(const platforms::Platform& p, const Layout& layout)
                                  p.network.protocol_efficiency));
   require_positive(p, "node.intra.link_bandwidth_Bps", p.node.intra.link_bandwidth_Bps);
   require_non_negative(p, "node.intra.latency_s", p.node.intra.latency_s);
-  if (p.node.intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH)
+  if (p.node.intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH ||
+      p.node.intra.kind == platforms::IntraNodeKind::NVLINK || p.node.intra.kind == platforms::IntraNodeKind::NVSWITCH)
     require_positive(p, "node.intra.uplink_bandwidth_Bps", p.node.intra.uplink_bandwidth_Bps);
+  if (p.node.intra.kind == platforms::IntraNodeKind::NVSWITCH && p.node.intra.links_per_gpu < 1)
+    throw InputError(fmt::format("{}: node.intra kind nvswitch needs links_per_gpu >= 1", p.file.empty() ? p.name : p.file));
   if (p.node.intra.kind == platforms::IntraNodeKind::PCIE && p.node.intra.devices_per_switch > 0)
     require_positive(p, "node.intra.uplink_bandwidth_Bps", p.node.intra.uplink_bandwidth_Bps);
   if (p.storage.kind != platforms::StorageKind::NONE) {

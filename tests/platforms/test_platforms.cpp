@@ -311,3 +311,33 @@ TEST_CASE("platforms::load_platform: a name too long for a file name is an unkno
     CHECK(std::string(e.what()).size() < 1000);
   }
 }
+
+TEST_CASE("platforms::Platform: shipped DGX A100 and DGX H100 clusters load with NVSwitch nodes", "[platforms]") {
+  const auto a100 = dtsim::platforms::load_platform("dgx-a100-cluster");
+  CHECK(a100.node.intra.kind == dtsim::platforms::IntraNodeKind::NVSWITCH);
+  CHECK(a100.node.intra.links_per_gpu == 12);
+  CHECK(a100.node.gpus == 8);
+  const auto h100 = dtsim::platforms::load_platform("dgx-h100-superpod");
+  CHECK(h100.node.intra.link_bandwidth_Bps * h100.node.intra.links_per_gpu == Approx(450e9));
+  CHECK(h100.network.link_bandwidth_Bps == Approx(50e9));
+}
+
+TEST_CASE("platforms::load_platform: NVLink pairs and NVSwitch nodes, and the fields their kinds do not use", "[platforms]") {
+  const auto pairs_node = replace(replace(GPU_NODE, "kind: nvlink-hybrid-cube-mesh", "kind: nvlink"), "gpus: 8", "gpus: 4") +
+                          "    pairs: [[0, 1, 2], [2, 3, 2], [1, 2, 1]]\n";
+  const auto p = load_text("pairs4", with_gpu_node(pairs_node));
+  REQUIRE(p.node.intra.pairs.size() == 3);
+  CHECK(p.node.intra.pairs[2].a == 1);
+  CHECK(p.node.intra.pairs[2].bricks == 1);
+  CHECK(contains(error_of("pair_range", with_gpu_node(replace(pairs_node, "[2, 3, 2]", "[2, 4, 2]"))), "names GPU 4"));
+  CHECK(contains(error_of("pair_twice", with_gpu_node(replace(pairs_node, "[2, 3, 2]", "[1, 0, 1]"))), "twice"));
+  CHECK(contains(error_of("pair_self", with_gpu_node(replace(pairs_node, "[2, 3, 2]", "[2, 2, 1]"))), "[gpu_a, gpu_b, bricks]"));
+  CHECK(contains(error_of("pairs_missing", with_gpu_node(replace(GPU_NODE, "kind: nvlink-hybrid-cube-mesh", "kind: nvlink"))),
+                 "needs 'pairs'"));
+  const auto switch_node = replace(GPU_NODE, "kind: nvlink-hybrid-cube-mesh", "kind: nvswitch") + "    links_per_gpu: 12\n";
+  CHECK(load_text("nvsw", with_gpu_node(switch_node)).node.intra.links_per_gpu == 12);
+  CHECK(contains(error_of("nvsw_nolinks", with_gpu_node(replace(GPU_NODE, "kind: nvlink-hybrid-cube-mesh", "kind: nvswitch"))),
+                 "needs 'links_per_gpu'"));
+  CHECK(contains(error_of("nvsw_pairs", with_gpu_node(switch_node + "    pairs: [[0, 1, 1]]\n")), "only for kind 'nvlink'"));
+  CHECK(contains(error_of("hcm_lpg", with_gpu_node(GPU_NODE + "    links_per_gpu: 6\n")), "only for kind 'nvswitch'"));
+}

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Fits dtsim's GPU kernel model to DeepBench's published training-kernel timings.
+
+Model (docs/calibration.md, "GPU kernel model"), per GPU and precision:
+    t = launch_s + max(flops / (peak * eff[class] * fill), bytes / (bandwidth * mem_eff))
+    fill = out / (out + half_fill[pass])
+with `out` the elements the pass writes (dst for forward and GEMM, src for backward-data, the weights
+for backward-weights: the parallelism a kernel can spread over the GPU's cores), `class` the GEMM or one of three convolution families per pass (3x3 stride 1 = Winograd-eligible,
+1x1, other filters), `peak` the datasheet peak of the precision (FP32, or FP16 tensor cores) and the
+bytes those of src + weights + dst at the precision's element size. Fitted by coordinate descent on
+the squared log error. Writes calibrate/data/gpu_kernels.json and prints cross-validation figures.
+Usage: fit_gpu_kernels.py [DEEPBENCH_DIR] [DEVICES_YAML] [OUT_JSON]   (python3, standard library + PyYAML)
+"""
+import csv
+import json
+import math
+import os
+import sys
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEEPBENCH = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "reference", "deepbench")
+DEVICES = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "platforms", "devices.yaml")
+OUT = sys.argv[3] if len(sys.argv) > 3 else os.path.join(ROOT, "calibrate", "data", "gpu_kernels.json")
+
+# DeepBench GPU column -> (catalog device, architecture). V100 and T4 ran in a DGX-1 (Specs sheet).
+GPUS = {
+    "M40": ("tesla-m40", "maxwell"),
+    "TitanX": ("titan-x-maxwell", "maxwell"),
+    "P100": ("p100-pcie", "pascal"),
+    "1080Ti": ("gtx-1080ti", "pascal"),
+    "TitanX_Pascal": ("titan-x-pascal", "pascal"),
+    "TitanXp": ("titan-xp", "pascal"),
+    "V100": ("v100-sxm2-16gb", "volta"),
+    "T4": ("t4", "turing"),
+}
+# Precision sheets used: DeepBench label -> dtsim precision. P100's "pseudo FP16" computes in FP32 and is
+# not what frameworks run, so it is left out.
+PRECISIONS = {"fp32": "fp32", "fp16_mixed": "fp16-mixed"}
+BYTES_PER_ELEMENT = {"fp32": 4, "fp16-mixed": 2}
+# Catalog GPUs without DeepBench timings -> the DeepBench GPUs whose fit they use (geometric mean of the
+# parameters when several). Rule: the same architecture where DeepBench has it; Kepler (K80) -> Maxwell
+# Tesla M40, the next architecture and the same datacenter line; Ampere/Hopper (A100, H100) -> V100, the
+# newest datacenter training GPU DeepBench measured (T4 is a 70 W inference part that cannot hold its
+# clocks under load). Efficiencies are fractions of the target's own peaks, so the target's roofline
+# scales them; a target that states `sgemm_efficiency` (Kepler) has its compute efficiencies scaled by
+# sgemm_efficiency / the source's GEMM efficiency (docs/calibration.md).
+FALLBACK = {
+    "k80-gk210": ["M40"],
+    "p100-sxm2": ["P100"],
+    "v100-sxm2-32gb": ["V100"],
+    "v100-pcie-16gb": ["V100"],
+    "a100-sxm4-40gb": ["V100"],
+    "a100-sxm4-80gb": ["V100"],
+    "h100-sxm5": ["V100"],
+    "h100-pcie": ["V100"],
+}
+# Leave-one-GPU-out: architectures in the order searched when the held-out GPU's own has no other GPU.
+ARCH_NEIGHBOURS = {"maxwell": ["pascal"], "pascal": ["maxwell", "volta"], "volta": ["pascal", "turing"],
+                   "turing": ["volta", "pascal"]}
+
+CONV_PASSES = [("fwd", "fwd_ms"), ("bwd_data", "bwd_input_ms"), ("bwd_weights", "bwd_weights_ms")]
+CLASSES = ["gemm"] + [f"conv_{p}/{f}" for p, _ in CONV_PASSES for f in ("w3", "k1", "other")]
+MIN_EFF, MAX_EFF = 1e-3, 4.0   # efficiency vs the direct-convolution FLOPs: Winograd/FFT can exceed 1
+MIN_LAUNCH_S, MAX_LAUNCH_S = 1e-7, 1e-3
+MIN_HALF_FILL, MAX_HALF_FILL = 1.0, 1e7   # elements written at which a kernel reaches half its efficiency
+
+
+def conv_family(r, s, stride_w, stride_h):
+    """w3: 3x3 stride 1 (cuDNN's Winograd kernels apply); k1: 1x1 (a plain GEMM); other."""
+    if r == 3 and s == 3 and stride_w == 1 and stride_h == 1:
+        return "w3"
+    if r == 1 and s == 1:
+        return "k1"
+    return "other"
+
+
+def load_samples():
+    """{(gpu, precision): [(class, shape_key, flops, elements, out_elements, time_s)]} from the CSVs."""
+    out = {}
+    with open(os.path.join(DEEPBENCH, "conv.csv")) as f:
+        for row in csv.DictReader(f):
+            if row["gpu"] not in GPUS or row["precision"] not in PRECISIONS:
+                continue
+            v = {k: int(row[k]) for k in ("W", "H", "C", "N", "K", "R", "S", "pad_w", "pad_h", "stride_w", "stride_h")}
+            p = (v["H"] + 2 * v["pad_h"] - v["R"]) // v["stride_h"] + 1
+            q = (v["W"] + 2 * v["pad_w"] - v["S"]) // v["stride_w"] + 1
+            flops = 2.0 * v["N"] * v["K"] * v["C"] * v["R"] * v["S"] * p * q
+            src, wei, dst = v["N"] * v["C"] * v["H"] * v["W"], v["K"] * v["C"] * v["R"] * v["S"], v["N"] * v["K"] * p * q
+            elements = src + wei + dst
+            out_of = {"fwd": dst, "bwd_data": src, "bwd_weights": wei}
+            fam = conv_family(v["R"], v["S"], v["stride_w"], v["stride_h"])
+            key = "conv:" + ",".join(str(v[k]) for k in ("W", "H", "C", "N", "K", "R", "S", "stride_w"))
+            for pas, col in CONV_PASSES:
+                try:
+                    t = float(row[col]) * 1e-3
+                except ValueError:
+                    continue  # N/A*: DeepBench skips bwd-data of input layers
+                if t > 0:
+                    out.setdefault((row["gpu"], PRECISIONS[row["precision"]]), []).append(
+                        (f"conv_{pas}/{fam}", key, flops, elements, out_of[pas], t))
+    with open(os.path.join(DEEPBENCH, "gemm.csv")) as f:
+        for row in csv.DictReader(f):
+            if row["gpu"] not in GPUS or row["precision"] not in PRECISIONS:
+                continue
+            m, n, k = int(row["M"]), int(row["N"]), int(row["K"])
+            t = float(row["time_ms"]) * 1e-3
+            key = f"gemm:{m},{n},{k},{row['a_transpose']}{row['b_transpose']}"
+            if t > 0:
+                out.setdefault((row["gpu"], PRECISIONS[row["precision"]]), []).append(
+                    ("gemm", key, 2.0 * m * n * k, m * k + k * n + m * n, m * n, t))
+    return out
+
+
+def roofs(device, precision):
+    """(compute peak FLOP/s, bandwidth B/s) of a catalog device at a precision; None without tensor cores."""
+    peak = device["peak_flops"] if precision == "fp32" else device.get("fp16_tensor_flops")
+    if isinstance(peak, dict):
+        peak = peak["value"]
+    bw = device["mem_bandwidth_Bps"]
+    bw = bw["value"] if isinstance(bw, dict) else bw
+    return (float(peak), float(bw)) if peak else None
+
+
+def pass_of(cls):
+    return cls.split("/")[0]
+
+
+def predict(params, peak, bw, bpe, cls, flops, elements, out):
+    eff = params["eff"].get(cls, params["eff_default"])
+    half = params["half_fill"].get(pass_of(cls), 0.0)
+    fill = out / (out + half)
+    return params["launch_s"] + max(flops / (peak * eff * fill), elements * bpe / (bw * params["mem_eff"]))
+
+
+def loss(params, samples, peak, bw, bpe):
+    return sum((math.log(predict(params, peak, bw, bpe, c, fl, el, o)) - math.log(t)) ** 2
+               for c, _, fl, el, o, t in samples)
+
+
+def golden(f, lo, hi, iters=40):
+    """Minimum of f on [lo, hi] in log space (golden section)."""
+    a, b = math.log(lo), math.log(hi)
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(math.exp(c)), f(math.exp(d))
+    for _ in range(iters):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(math.exp(d))
+    return math.exp((a + b) / 2)
+
+
+def fit(samples, peak, bw, bpe, sweeps=6):
+    """Parameters minimising the squared log error of `samples`; classes absent from them get the median."""
+    params = {"launch_s": 1e-5, "mem_eff": 0.7, "eff": {c: 0.7 for c in {s[0] for s in samples}}, "eff_default": 0.7,
+              "half_fill": {pass_of(s[0]): 1e4 for s in samples}}
+    for _ in range(sweeps):
+        def set_launch(x):
+            params["launch_s"] = x
+            return loss(params, samples, peak, bw, bpe)
+        params["launch_s"] = golden(set_launch, MIN_LAUNCH_S, MAX_LAUNCH_S)
+
+        def set_mem(x):
+            params["mem_eff"] = x
+            return loss(params, samples, peak, bw, bpe)
+        params["mem_eff"] = golden(set_mem, 0.05, 1.0)
+        for ps in sorted(params["half_fill"]):
+            sub = [s for s in samples if pass_of(s[0]) == ps]
+
+            def set_half(x, ps=ps, sub=sub):
+                params["half_fill"][ps] = x
+                return loss(params, sub, peak, bw, bpe)
+            params["half_fill"][ps] = golden(set_half, MIN_HALF_FILL, MAX_HALF_FILL)
+        for cls in sorted(params["eff"]):
+            sub = [s for s in samples if s[0] == cls]
+
+            def set_eff(x, cls=cls, sub=sub):
+                params["eff"][cls] = x
+                return loss(params, sub, peak, bw, bpe)
+            params["eff"][cls] = golden(set_eff, MIN_EFF, MAX_EFF)
+    effs = sorted(params["eff"].values())
+    params["eff_default"] = effs[len(effs) // 2]
+    return params
+
+
+def geo_mean_params(plist):
+    def gm(xs):
+        return math.exp(sum(math.log(x) for x in xs) / len(xs))
+    classes = set().union(*(p["eff"].keys() for p in plist))
+    passes = set().union(*(p["half_fill"].keys() for p in plist))
+    return {"half_fill": {c: gm([p["half_fill"][c] for p in plist if c in p["half_fill"]]) for c in passes},
+            "launch_s": gm([p["launch_s"] for p in plist]), "mem_eff": gm([p["mem_eff"] for p in plist]),
+            "eff": {c: gm([p["eff"].get(c, p["eff_default"]) for p in plist]) for c in classes},
+            "eff_default": gm([p["eff_default"] for p in plist])}
+
+
+def errors(params, samples, peak, bw, bpe):
+    return [abs(predict(params, peak, bw, bpe, c, fl, el, o) / t - 1) * 100 for c, _, fl, el, o, t in samples]
+
+
+def summary(errs):
+    errs = sorted(errs)
+    return {"mean_abs_pct": round(sum(errs) / len(errs), 1), "median_abs_pct": round(errs[len(errs) // 2], 1),
+            "n": len(errs)}
+
+
+# The model dtsim used before this fit, for comparison (device_model.cpp constants of that time):
+# conv 0.75, GEMM 0.85 of FP32 peak, 75% of bandwidth, 10 us per op.
+def old_model_errors(samples, peak, bw):
+    out = []
+    for c, _, fl, el, _, t in samples:
+        e = 0.85 if c == "gemm" else 0.75
+        pred = 1e-5 + max(fl / (peak * e), el * 4 / (bw * 0.75))
+        out.append(abs(pred / t - 1) * 100)
+    return out
+
+
+def main():
+    catalog = {d["name"]: d for d in yaml.safe_load(open(DEVICES))["devices"]}
+    data = load_samples()
+    fits, cv_logo, cv_shapes, old = {}, {}, {}, {}
+    for (gpu, prec), samples in sorted(data.items()):
+        r = roofs(catalog[GPUS[gpu][0]], prec)
+        if r is None:
+            continue
+        bpe = BYTES_PER_ELEMENT[prec]
+        p = fit(samples, *r, bpe)
+        fits.setdefault(gpu, {})[prec] = p
+        fit_err = summary(errors(p, samples, *r, bpe))
+        # Leave shapes out: 5 folds over distinct shapes (every pass of a shape goes to the same fold).
+        keys = sorted({s[1] for s in samples})
+        fold_of = {k: i % 5 for i, k in enumerate(keys)}
+        held = []
+        for fold in range(5):
+            train = [s for s in samples if fold_of[s[1]] != fold]
+            test = [s for s in samples if fold_of[s[1]] == fold]
+            held += errors(fit(train, *r, bpe, sweeps=4), test, *r, bpe)
+        cv_shapes[f"{gpu}/{prec}"] = {"fit": fit_err, "shapes_held_out": summary(held)}
+        if prec == "fp32":
+            old[gpu] = summary(old_model_errors(samples, *r))
+        print(f"{gpu:14} {prec:10} n={len(samples):3}  fit error {fit_err['mean_abs_pct']:5.1f}% (median "
+              f"{fit_err['median_abs_pct']:4.1f}%)  shapes held out {cv_shapes[f'{gpu}/{prec}']['shapes_held_out']['mean_abs_pct']:5.1f}%",
+              flush=True)
+    # Leave one GPU out: predict each GPU from the fits of its architecture's other GPUs, else of the
+    # nearest architecture (ARCH_NEIGHBOURS), each scaled by the held-out GPU's own roofline.
+    for (gpu, prec), samples in sorted(data.items()):
+        if prec not in fits.get(gpu, {}):
+            continue
+        arch = GPUS[gpu][1]
+        sources = [g for g in fits if g != gpu and GPUS[g][1] == arch and prec in fits[g]]
+        for nb in ARCH_NEIGHBOURS[arch]:
+            if sources:
+                break
+            sources = [g for g in fits if GPUS[g][1] == nb and prec in fits[g]]
+        if not sources:
+            continue
+        r = roofs(catalog[GPUS[gpu][0]], prec)
+        p = geo_mean_params([fits[g][prec] for g in sources])
+        cv_logo[f"{gpu}/{prec}"] = dict(summary(errors(p, samples, *r, BYTES_PER_ELEMENT[prec])), from_=sources)
+        print(f"leave {gpu:14} {prec:10} out: predicted from {'+'.join(sources):24} mean error "
+              f"{cv_logo[f'{gpu}/{prec}']['mean_abs_pct']:5.1f}% (median {cv_logo[f'{gpu}/{prec}']['median_abs_pct']:4.1f}%)"
+              + (f"   old roofline model {old[gpu]['mean_abs_pct']:5.1f}%" if prec == "fp32" else ""))
+
+    def rounded(p):
+        return {"launch_s": float(f"{p['launch_s']:.4g}"), "mem_eff": round(p["mem_eff"], 4),
+                "eff_default": round(p["eff_default"], 4),
+                "half_fill": {c: float(f"{v:.4g}") for c, v in sorted(p["half_fill"].items())}, "eff": {c: round(v, 4) for c, v in sorted(p["eff"].items())}}
+
+    out = {
+        "about": "GPU kernel model fitted to DeepBench training kernels by calibrate/fit/fit_gpu_kernels.py; "
+                 "t = launch_s + max(flops / (peak * eff[class]), bytes / (bandwidth * mem_eff)); docs/calibration.md",
+        "source": "Baidu DeepBench results/train (commit da81ba78), ../shared/reference/deepbench; peaks from platforms/devices.yaml",
+        "classes": "gemm; conv_<pass>/<family>, family w3 = 3x3 stride 1, k1 = 1x1, other",
+        "devices": {GPUS[g][0]: {"deepbench": g, "architecture": GPUS[g][1],
+                                 "precisions": {pr: rounded(p) for pr, p in sorted(fits[g].items())}}
+                    for g in sorted(fits)},
+        "fallback": {},
+        "cross_validation": {"leave_one_gpu_out": cv_logo, "shapes_held_out": cv_shapes,
+                             "old_roofline_model_fp32": old},
+    }
+    for target, srcs in FALLBACK.items():
+        precs = {}
+        for pr in PRECISIONS.values():
+            plist = [fits[g][pr] for g in srcs if pr in fits.get(g, {})]
+            if plist:
+                precs[pr] = rounded(geo_mean_params(plist))
+        out["fallback"][target] = {"from": [GPUS[g][0] for g in srcs], "precisions": precs}
+    with open(OUT, "w") as f:
+        json.dump(out, f, indent=1, sort_keys=False)
+        f.write("\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

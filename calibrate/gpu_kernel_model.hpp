@@ -1,0 +1,66 @@
+// GPU kernel model: time of a convolution or GEMM pass on a GPU from per-device coefficients fitted
+// to DeepBench's published kernel timings (calibrate/fit/fit_gpu_kernels.py -> data/gpu_kernels.json).
+// Method, fitted numbers and cross-validation: docs/calibration.md ("GPU kernel model").
+#pragma once
+#include <map>
+#include <string>
+
+#include "calibrate/op_signature.hpp"
+#include "models/model.hpp"
+#include "platforms/device.hpp"
+
+namespace dtsim::calibrate {
+
+// Arithmetic precision of training: FP32, or FP16 tensor-core math with FP32 accumulation and master
+// weights (activations, weight copies and gradients in FP16).
+enum class Precision { FP32, FP16_MIXED };
+std::string_view to_string(Precision precision);  // "fp32", "fp16-mixed"
+// Throws InputError naming the accepted values.
+Precision precision_by_name(std::string_view name);
+// Bytes of one activation / gradient element at `precision` (4 or 2).
+double element_bytes(Precision precision);
+
+// Fitted coefficients of one device at one precision:
+// t = launch_s + max(flops / (peak * eff[class] * fill), bytes / (bandwidth * mem_eff)),
+// fill = out / (out + half_fill[pass]), out = elements the pass writes.
+struct KernelCoefficients {
+  double launch_s = 0;
+  double mem_eff = 0;
+  double eff_default = 0;                    // for a class the fit never saw
+  std::map<std::string, double> eff;         // "gemm", "conv_fwd/w3", "conv_bwd_data/k1", ...
+  std::map<std::string, double> half_fill;   // "gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_weights"
+  std::string fitted_on;                     // catalog name(s) of the DeepBench GPU(s) the fit comes from
+};
+
+class GpuKernelModel {
+ public:
+  // The shipped model: <data_dir>/calibrate/data/gpu_kernels.json (or $DTSIM_GPU_KERNELS), loaded once;
+  // an empty model when the file is absent.
+  static const GpuKernelModel& builtin();
+  // Loads a model file; InputError naming the file and the field on a malformed one.
+  static GpuKernelModel load(const std::string& path);
+
+  // Coefficients for a catalog device at a precision (its own fit, else its documented fallback),
+  // or nullptr when the model has none.
+  const KernelCoefficients* coefficients_or_null(const std::string& device, Precision precision) const;
+  // Adds coefficients for a device (tests and fallbacks).
+  void set(const std::string& device, Precision precision, KernelCoefficients coefficients);
+
+ private:
+  std::map<std::string, KernelCoefficients> by_key_;  // "device|precision"
+};
+
+// True for the layers the kernel model times: conv2d and fully_connected.
+bool kernel_model_applies(models::OpKind op);
+
+// Compute peak of `device` at `precision`: FP32 peak, or its FP16 tensor peak (InputError when the
+// device states none).
+double precision_peak_flops(const platforms::Device& device, Precision precision);
+
+// Predicted time (s) of one pass of a conv2d / fully_connected `layer` on `device` at `precision`.
+// A device that states sgemm_efficiency (Kepler, fitted from Maxwell) has the compute efficiencies
+// scaled by sgemm_efficiency / eff["gemm"] when that is below 1. Returns 0 for a pass with no work.
+double kernel_pass_s(const KernelCoefficients& k, const models::Layer& layer, Pass pass,
+                     const platforms::Device& device, Precision precision);
+
+}  // namespace dtsim::calibrate
