@@ -40,7 +40,7 @@ struct FatTree {
 struct Dragonfly {
   int groups = 1, chassis_per_group = 1, routers_per_chassis = 1, nodes_per_router = 1;
   int group_links = 1, chassis_links = 1, router_links = 1;  // parallel links at each level
-  double global_link_bandwidth_Bps = 0;  // optical group-to-group links
+  double global_link_bandwidth_Bps = 0;  // one optical group-to-group link; 0: link_bandwidth_Bps
   long capacity() const;  // node slots: groups x chassis x routers x nodes per router
 };
 
