@@ -1,7 +1,8 @@
-// Run a function in a forked child process and get its text result back.
-// SimGrid allows one simulation per process (a second Engine keeps the old clock), so every
-// simulated point runs in its own child; errors in the child come back as the same exception type.
+// Running functions in forked child processes and getting their text results back, one at a time or
+// a pool of them. SimGrid allows one simulation per process (a second Engine keeps the old clock), so
+// every simulated point runs in its own child; errors in a child come back with their kind and message.
 #pragma once
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -10,5 +11,13 @@ namespace dtsim {
 // Forks, runs `work` in the child, returns the string it produced. An InputError or Failure thrown
 // in the child is re-thrown here with its message; a crashed child becomes a Failure naming the signal.
 std::string run_in_child(const std::function<std::string()>& work);
+
+// Runs `work(i)` for i in [0, n) in forked children, `jobs` at a time; `done(i, ok, text)` is called
+// in the parent as each finishes (text = result, or "input error: ..." / "failed: ..." / the signal
+// when !ok). Stops launching when `stop()` turns true and terminates the running children, whose
+// results are dropped. Returns the count finished; InputError when jobs < 1.
+std::size_t run_process_pool(std::size_t n, int jobs, const std::function<std::string(std::size_t)>& work,
+                             const std::function<void(std::size_t, bool, const std::string&)>& done,
+                             const std::function<bool()>& stop);
 
 }  // namespace dtsim

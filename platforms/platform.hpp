@@ -35,7 +35,7 @@ struct IntraNode {
   std::vector<NvlinkPair> pairs;  // nvlink: the direct connections (any other pair goes through PCIe)
   int links_per_gpu = 0;          // nvswitch: NVLink bricks from each GPU into the switches
   std::string source;
-  std::string assumptions;        // addition: figures assumed, and why
+  std::string assumptions;        // figures assumed, and why
 };
 
 enum class TopologyKind { STAR, FAT_TREE, DRAGONFLY, TORUS };
@@ -46,19 +46,19 @@ struct FatTree {
   std::vector<int> up;        // parents per node/switch, per level
   std::vector<int> parallel;  // parallel links, per level
   double oversubscription = 1.0;  // derived: downlink / uplink capacity at the leaf
-  long capacity() const;          // addition: node slots = product of `down`
+  long capacity() const;          // node slots: the product of `down`
 };
 
 struct Dragonfly {
   int groups = 1, chassis_per_group = 1, routers_per_chassis = 1, nodes_per_router = 1;
   int group_links = 1, chassis_links = 1, router_links = 1;  // parallel links at each level
-  double global_link_bandwidth_Bps = 0;  // optical group-to-group links
-  long capacity() const;  // addition: node slots = groups x chassis x routers x nodes per router
+  double global_link_bandwidth_Bps = 0;  // one optical group-to-group link; 0: link_bandwidth_Bps
+  long capacity() const;  // node slots: groups x chassis x routers x nodes per router
 };
 
 struct Torus {
   std::vector<int> dims;
-  long capacity() const;  // addition: node slots = product of `dims`
+  long capacity() const;  // node slots: the product of `dims`
 };
 
 struct Network {
@@ -77,11 +77,11 @@ struct Network {
   Dragonfly dragonfly;
   Torus torus;
   std::string source;
-  std::string assumptions;  // addition: figures assumed, and why
-  // addition: end-to-end time of one message of `bytes` between two nodes on an idle network with
+  std::string assumptions;  // figures assumed, and why
+  // End-to-end time of one message of `bytes` between two nodes on an idle network with
   // `hops` links: per_message_overhead_s + hops x latency_s + bytes / (link_bandwidth_Bps x efficiency).
   double message_time_s(double bytes, int hops) const;
-  int hops_between_nodes() const;  // addition: links on the longest minimal node-to-node path
+  int hops_between_nodes() const;  // links on the longest minimal node-to-node path
 };
 
 enum class StorageKind { NONE, LOCAL_SSD, PARALLEL_FS };
@@ -92,7 +92,7 @@ struct Storage {
   double metadata_ops_per_s = 0;   // PARALLEL_FS: file opens per second, shared
   double latency_s = 0;
   std::string source;
-  std::string assumptions;  // addition
+  std::string assumptions;  // figures assumed, and why
 };
 
 struct Node {
@@ -103,7 +103,7 @@ struct Node {
   double memory_B = 0;
   int nics = 1;
   IntraNode intra;
-  std::string source;  // addition: where the node figures come from
+  std::string source;  // where the node figures come from
 };
 
 struct Platform {
@@ -114,7 +114,7 @@ struct Platform {
   Node node;
   Network network;
   Storage storage;
-  // addition: sources of figures written as {value, source}, keyed "network.latency_s" etc.
+  // Sources of figures written as {value, source} in the file, keyed by field path ("network.latency_s").
   std::map<std::string, std::string> figure_sources;
 
   bool has_gpus() const { return node.gpus > 0; }
@@ -124,13 +124,13 @@ struct Platform {
   const Device& worker_device() const;
   // Bisection bandwidth of the inter-node network at full size, bytes/s per direction.
   double bisection_bandwidth_Bps() const;
-  // addition: FP32 peak of one node (GPUs, or CPU sockets for CPU-only nodes) and of the whole cluster.
+  // FP32 peak of one node (its GPUs, or its CPU sockets for CPU-only nodes) and of the whole cluster.
   double node_peak_flops() const;
   double total_peak_flops() const { return node_peak_flops() * nodes; }
-  const Device& cpu_device() const;  // addition: one CPU socket of a node
+  const Device& cpu_device() const;  // one CPU socket of a node
 };
 
-// addition: names used in platform files ("pcie", "fat-tree", "parallel-fs", ...).
+// The names used in platform files ("pcie", "fat-tree", "parallel-fs", ...).
 std::string to_string(IntraNodeKind kind);
 std::string to_string(TopologyKind kind);
 std::string to_string(StorageKind kind);
@@ -139,7 +139,7 @@ std::string to_string(StorageKind kind);
 std::vector<std::string> platform_names();
 // A shipped platform name or a path to a YAML file. Throws InputError naming file, line and field.
 Platform load_platform(const std::string& name_or_file);
-// addition: the path a shipped name resolves to, or the argument itself when it names a file.
+// The path a shipped name resolves to, or the argument itself when it names a file.
 std::string platform_path(const std::string& name_or_file);
 
 }  // namespace dtsim::platforms

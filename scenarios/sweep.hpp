@@ -1,6 +1,8 @@
 // Sweeps: expand a scenario's `sweep:` block (cartesian product and zipped lists over any field) into
 // points, run them in parallel worker processes (and across MPI ranks), and keep every finished point
 // on disk at once (results.jsonl + results.csv) so that an interrupted sweep resumes where it stopped.
+// Implementation: sweep.cpp (expansion), sweep_run.cpp (running), src/result_store.* (the files),
+// src/mpi_split.* (ranks); the worker processes are common/child.hpp's pool.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -87,15 +89,9 @@ struct SweepSummary {
 SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin& origin,
                        const SweepOptions& options, const PointFunction& run_point);
 
-// The CSV header every sweep writes, given the sweep's fields (each becomes a "sweep.<field>" column).
+// The CSV header every sweep writes, given the sweep's fields (each becomes a "sweep.<field>" column):
+// index, key, sweep.<field>..., the labels, status, one column per result field, error.
 std::vector<std::string> sweep_csv_header(const std::vector<std::string>& fields);
-
-// Runs `work(i)` for i in [0, n) in forked worker processes, `jobs` at a time; `done(i, ok, text)`
-// is called in the parent as each finishes (text = result, or the error message when !ok). Stops
-// launching when `stop()` turns true and terminates the running ones. Returns the count finished.
-std::size_t run_process_pool(std::size_t n, int jobs, const std::function<std::string(std::size_t)>& work,
-                             const std::function<void(std::size_t, bool, const std::string&)>& done,
-                             const std::function<bool()>& stop);
 
 }  // namespace dtsim::scenarios
 

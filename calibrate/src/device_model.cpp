@@ -17,7 +17,7 @@ using platforms::Device;
 using platforms::DeviceKind;
 
 // Per-op overhead of a oneDNN primitive execution on a CPU (argument checks, OpenMP fork/join).
-// Assumption: ~5 us, consistent with HOST-NOTES (primitive cache hit ~10 us including creation).
+// Assumption: ~5 us, consistent with docs/host-notes.md (primitive cache hit ~10 us including creation).
 constexpr double CPU_OP_OVERHEAD_S = 5e-6;
 // Per-op overhead on a GPU: CUDA kernel launch (~5 us, NVIDIA CUDA C++ Best Practices Guide,
 // "kernel launch overhead") plus the framework's per-op dispatch (TensorFlow/MXNet executors, a few us).

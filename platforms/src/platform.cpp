@@ -521,7 +521,8 @@ double Platform::bisection_bandwidth_Bps() const {
       // each joined by `links` links, times the lower elements that each carry such links.
       const auto& d = n.dragonfly;
       auto pairs = [](int k) { return std::floor(k / 2.0) * std::ceil(k / 2.0); };
-      if (d.groups > 1) cut = pairs(d.groups) * d.group_links * B;
+      const double global_Bps = d.global_link_bandwidth_Bps > 0 ? d.global_link_bandwidth_Bps : B;
+      if (d.groups > 1) cut = pairs(d.groups) * d.group_links * global_Bps;
       else if (d.chassis_per_group > 1) cut = pairs(d.chassis_per_group) * d.routers_per_chassis * d.chassis_links * B;
       else if (d.routers_per_chassis > 1) cut = pairs(d.routers_per_chassis) * d.router_links * B;
       break;

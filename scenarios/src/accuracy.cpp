@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/child.hpp"
 #include "common/errors.hpp"
 #include "common/paths.hpp"
 #include "scenarios/accuracy.hpp"

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <algorithm>
 
@@ -254,6 +255,19 @@ struct NodeBuilder {
   }
 };
 
+// SimGrid 3.32's dragonfly gives every level the zone's one bandwidth (parallel links merged into one
+// link of n x bandwidth). Its global links are the ones it names "blue_link_between_group_*"; they
+// are re-rated here to group_links x global_link_bandwidth_Bps.
+void rate_global_links(const platforms::Dragonfly& d) {
+  constexpr std::string_view GLOBAL_LINK_PREFIX = "blue_link_between_group_";
+  const auto links = s4u::Engine::get_instance()->get_filtered_links(
+      [&](s4u::Link* l) { return l->get_name().rfind(GLOBAL_LINK_PREFIX, 0) == 0; });
+  if (links.empty() && d.groups > 1)
+    throw Failure(fmt::format("dragonfly: SimGrid created no links named {}*; the global link bandwidth cannot be set",
+                              GLOBAL_LINK_PREFIX));
+  for (s4u::Link* l : links) l->set_bandwidth(d.global_link_bandwidth_Bps * d.group_links);
+}
+
 }  // namespace
 
 void validate_for_simulation(const platforms::Platform& p, const Layout& layout) {
@@ -390,12 +404,16 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       break;
     }
     case platforms::TopologyKind::DRAGONFLY: {
+      //   group 0 ══ global (optical) ══ group 1 ...   every pair of groups; group_links merged into one
+      //     chassis ── chassis_links ── chassis        all-to-all inside a group
+      //       router ── router_links ── router         all-to-all inside a chassis; nodes per router
       const auto& d = n.dragonfly;
       s4u::ClusterCallbacks cb(leaf);
       s4u::DragonflyParams params({d.groups, d.group_links}, {d.chassis_per_group, d.chassis_links},
                                   {d.routers_per_chassis, d.router_links}, d.nodes_per_router);
       root = s4u::create_dragonfly_zone("cluster", nullptr, params, cb, port_Bps, n.latency_s,
                                         s4u::Link::SharingPolicy::SPLITDUPLEX);
+      if (d.global_link_bandwidth_Bps > 0) rate_global_links(d);
       break;
     }
     case platforms::TopologyKind::TORUS: {

@@ -1,5 +1,5 @@
 // Internal to sim/: a timeline recorder that writes Chrome/Perfetto trace-event JSON (SimGrid's own
-// Paje tracing breaks with cluster zones, see SIMGRID-NOTES.md), one track per worker, server or link.
+// Paje tracing breaks with cluster zones, see docs/simgrid-notes.md), one track per worker, server or link.
 #pragma once
 #include <string>
 #include <vector>

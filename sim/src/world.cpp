@@ -1,6 +1,6 @@
 // One simulated world per process: SimGrid engine, the platform built in it, and just-in-time
 // activities whose completion callbacks are dispatched from the global Activity::on_completion signal
-// (pre-building a DAG is quadratic in SimGrid 3.32; see ../shared/SIMGRID-NOTES.md).
+// (pre-building a DAG is quadratic in SimGrid 3.32; see docs/simgrid-notes.md).
 #include "sim/src/world.hpp"
 
 #include <simgrid/kernel/Timer.hpp>

@@ -168,6 +168,9 @@ TEST_CASE("platforms::Platform: bisection bandwidth follows the documented formu
                             " nodes_per_router: 4, group_links: 1, chassis_links: 1, router_links: 1}");
     // 2 x 2 group pairs across the cut, one link each; injection of 32 nodes is far larger.
     CHECK(load_text("d1", df).bisection_bandwidth_Bps() == Approx(4 * B));
+    // Global links at their own rate.
+    const auto slow = replace(df, "router_links: 1}", "router_links: 1, global_link_bandwidth_Bps: 1.0e9}");
+    CHECK(load_text("d2", slow).bisection_bandwidth_Bps() == Approx(4 * 1.0e9));
   }
   SECTION("torus: two planes of N/k links across the largest dimension") {
     const auto torus =

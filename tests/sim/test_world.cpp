@@ -86,6 +86,40 @@ TEST_CASE("sim::World: fat-tree platform builds with node-major ranks", "[sim]")
   CHECK(n > 0);
 }
 
+namespace {
+
+// Two groups of two single-node routers: nodes 0, 1 in group 0, nodes 2, 3 in group 1.
+platforms::Platform two_group_dragonfly(double global_link_bandwidth_Bps) {
+  auto p = test_platforms::uniform_star(4, 1e9, 0);
+  p.network.topology = platforms::TopologyKind::DRAGONFLY;
+  p.network.dragonfly.groups = 2;
+  p.network.dragonfly.routers_per_chassis = 2;
+  p.network.dragonfly.global_link_bandwidth_Bps = global_link_bandwidth_Bps;
+  return p;
+}
+
+double dragonfly_transfer_s(const platforms::Platform& p, int dst) {
+  return in_world(p, {4, 1, 0}, [dst](World& w) {
+    double end = 0;
+    w.transfer(w.worker_host(0), w.worker_host(dst), 1e9, [&]() { end = w.now(); });
+    w.run();
+    return end;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("sim::World: dragonfly global links run at global_link_bandwidth_Bps x group_links", "[sim]") {
+  // 1e9 B: 1 s at the 1e9 B/s links; across groups the 0.25e9 B/s global link is the bottleneck.
+  CHECK(dragonfly_transfer_s(two_group_dragonfly(0.25e9), 2) == Approx(4.0).epsilon(1e-6));
+  CHECK(dragonfly_transfer_s(two_group_dragonfly(0.25e9), 1) == Approx(1.0).epsilon(1e-6));
+  auto two_links = two_group_dragonfly(0.25e9);
+  two_links.network.dragonfly.group_links = 2;
+  CHECK(dragonfly_transfer_s(two_links, 2) == Approx(2.0).epsilon(1e-6));
+  // Without the field the global links run at link_bandwidth_Bps like every other level.
+  CHECK(dragonfly_transfer_s(two_group_dragonfly(0), 2) == Approx(1.0).epsilon(1e-6));
+}
+
 TEST_CASE("sim::World: impossible layouts are input errors", "[sim]") {
   auto p = test_platforms::uniform_star(4, 1e9, 1e-6);
   CHECK_THROWS_AS(in_world(p, {5, 1, 0}, [](World&) { return 0.0; }), InputError);

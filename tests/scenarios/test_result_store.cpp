@@ -1,0 +1,110 @@
+// Tests of scenarios/src/result_store.hpp: one list of result fields drives the JSONL rows and the
+// CSV columns; consolidation orders records, keeps successes over errors and leaves no temporaries.
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "scenarios/src/result_store.hpp"
+
+namespace fs = std::filesystem;
+using namespace dtsim::scenarios;
+using nlohmann::json;
+
+namespace {
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::vector<std::string> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+std::size_t cells(const std::string& line) { return static_cast<std::size_t>(std::count(line.begin(), line.end(), ',')) + 1; }
+
+std::vector<SweepPoint> two_points() {
+  std::vector<SweepPoint> pts(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    pts[i].index = i;
+    pts[i].assignments = {{"workers", std::to_string(i + 1)}};
+    pts[i].key = "workers=" + std::to_string(i + 1);
+    pts[i].id = "000000000000000" + std::to_string(i);
+  }
+  return pts;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("dtsim_store_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("scenarios::ResultStore: every result field is a JSONL key and a CSV column, in one order") {
+  dtsim::sim::PointResult r;
+  r.workers = 8;
+  r.throughput = 1234.5;
+  r.inter_node_bytes = 1e8;
+  const json j = result_to_json(r);
+  REQUIRE(j.size() == result_fields().size());
+  CHECK(j.at("throughput_samples_per_s").get<double>() == Approx(1234.5));
+  CHECK(j.at("inter_node_bytes").get<double>() == Approx(1e8));
+  const auto header = sweep_csv_header({"workers"});
+  const auto status = std::find(header.begin(), header.end(), "status");
+  REQUIRE(status != header.end());
+  std::size_t k = static_cast<std::size_t>(status - header.begin()) + 1;
+  for (const auto& f : result_fields()) {
+    REQUIRE(k < header.size());
+    CHECK(header[k++] == f.name);
+  }
+  CHECK(header.back() == "error");
+}
+
+TEST_CASE("scenarios::ResultStore: ok and error rows have as many CSV cells as the header, in point order") {
+  const fs::path dir = fresh_dir("rows");
+  const auto pts = two_points();
+  ResultStore store(dir, pts);
+  json ok = ResultStore::point_record(pts[1]);
+  ok["labels"] = {{"model", "resnet50"}};
+  ok["status"] = "ok";
+  dtsim::sim::PointResult r;
+  r.workers = 2;
+  ok["rows"] = json::array({result_to_json(r), result_to_json(r)});
+  json bad = ResultStore::point_record(pts[0]);
+  bad["status"] = "error";
+  bad["error"] = "input error: batch, must be > 0";
+  bad["rows"] = json::array();
+  store.append(ok, 0);
+  store.append(bad, 0);
+  CHECK(store.consolidate(true) == 1);
+  const auto csv = lines_of(store.csv_path());
+  REQUIRE(csv.size() == 4);
+  const std::size_t columns = sweep_csv_header({"workers"}).size();
+  CHECK(cells(csv[0]) == columns);
+  CHECK(csv[1].rfind("0,workers=1,1,", 0) == 0);  // the error record, first in point order
+  CHECK(cells(csv[1]) == columns + 1);            // + 1: the quoted error holds a comma
+  CHECK(csv[1].find("\"input error: batch, must be > 0\"") != std::string::npos);
+  CHECK(cells(csv[2]) == columns);
+  CHECK(csv[3].rfind("1,workers=2,2,resnet50,", 0) == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("scenarios::ResultStore: consolidation removes temporaries a killed rewrite left behind") {
+  const fs::path dir = fresh_dir("tmp");
+  const auto pts = two_points();
+  ResultStore store(dir, pts);
+  std::ofstream(dir / "results.csv.tmp") << "half a fi";
+  std::ofstream(dir / "results.jsonl.tmp") << "{\"id\":";
+  (void)store.consolidate(false);
+  CHECK_FALSE(fs::exists(dir / "results.csv.tmp"));
+  CHECK_FALSE(fs::exists(dir / "results.jsonl.tmp"));
+  CHECK(fs::exists(dir / "results.csv"));
+  fs::remove_all(dir);
+}
