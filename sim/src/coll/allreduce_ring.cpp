@@ -60,9 +60,10 @@ void ring_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
   const int n = static_cast<int>(ranks.size());
   const int steps = 2 * (n - 1);
   double step_latency_s = 0;
+  // Each merged step is a message of bytes/n: its latency follows the route's transport at that size.
   for (int i = 0; i < n; ++i)
-    step_latency_s =
-        std::max(step_latency_s, w.route_latency_s(w.worker_host(ranks[i]), w.worker_host(ranks[(i + 1) % n])));
+    step_latency_s = std::max(step_latency_s, w.message_latency_s(w.worker_host(ranks[i]),
+                                                                  w.worker_host(ranks[(i + 1) % n]), bytes / n));
   // One flow per ring edge carries all 2(n-1) chunks; it pays one step latency, the others come after.
   auto all = coll::countdown(n, [&w, steps, step_latency_s, done = std::move(done)]() {
     w.after((steps - 1) * step_latency_s, done);

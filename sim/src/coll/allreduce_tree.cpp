@@ -203,8 +203,9 @@ void tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
     for (std::size_t p = 0; p < t.parent.size(); ++p)
       if (t.parent[p] >= 0) {
         flows += 2;
-        hop_latency_s = std::max(hop_latency_s, w.route_latency_s(w.worker_host(order[p]),
-                                                                  w.worker_host(order[static_cast<std::size_t>(t.parent[p])])));
+        hop_latency_s = std::max(hop_latency_s, w.message_latency_s(w.worker_host(order[p]),
+                                                                    w.worker_host(order[static_cast<std::size_t>(t.parent[p])]),
+                                                                    std::min(TREE_CHUNK_B, half)));
       }
   }
   const double t0 = w.now();
