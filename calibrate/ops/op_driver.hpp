@@ -70,6 +70,8 @@ bool has_driver(models::OpKind op);
 std::vector<std::string> driver_names();
 
 // Memory for every tensor of `plan`: views alias their base tensor; every other tensor gets make(tensor).
+// Keep the returned vector alive while the steps run: a base seen only through its views (the concat
+// split's gradients) is owned by nothing else.
 std::vector<dnnl::memory> bind(const dnnl::engine& engine, const OpPlan& plan,
                                const std::function<dnnl::memory(const Tensor&)>& make);
 // The argument map of one step over memories from bind().

@@ -180,12 +180,12 @@ OpRunner::OpRunner(const dnnl::engine& engine, const models::Layer& layer, std::
   const bool need_bwd_data = std::count(passes.begin(), passes.end(), Pass::BWD_DATA) > 0;
   try {
     const ops::OpPlan plan = ops::build_op(engine_, {&layer, ops::Layout::BLOCKED, need_bwd_data, false});
-    const auto memories = ops::bind(engine_, plan, [&](const ops::Tensor& t) { return make(t.desc); });
+    tensors_ = ops::bind(engine_, plan, [&](const ops::Tensor& t) { return make(t.desc); });
     for (const auto& [stage, pass] : {std::pair{ops::Stage::FWD, Pass::FWD}, std::pair{ops::Stage::BWD_DATA, Pass::BWD_DATA},
                                       std::pair{ops::Stage::BWD_WEIGHTS, Pass::BWD_WEIGHTS}}) {
       auto it = plan.stages.find(stage);
       if (it == plan.stages.end()) continue;
-      for (const auto& step : it->second) add(pass, step.primitive, ops::args_of(step, memories), step.impl);
+      for (const auto& step : it->second) add(pass, step.primitive, ops::args_of(step, tensors_), step.impl);
     }
   } catch (const dnnl::error& e) {
     throw Failure(fmt::format("oneDNN could not build layer '{}' ({}): {}", layer.name, models::to_string(layer.op),

@@ -264,7 +264,9 @@ void Net::Impl::bind_driven(Node& n) {
   if (l.op == OpKind::SOFTMAX_LOSS) classes = l.src_shapes[0].per_sample();
   const int target = ops::find(plan, Role::TARGET);
   float* one_hot = target >= 0 ? static_cast<float*>(memories[static_cast<std::size_t>(target)].get_data_handle()) : nullptr;
-  n.bwd = [this, &n, run, reorder, to_plain, one_hot] {
+  // The memories outlive this function: a view's base may be referenced by no primitive argument.
+  auto keep = std::make_shared<std::vector<memory>>(memories);
+  n.bwd = [this, &n, run, reorder, to_plain, one_hot, keep] {
     if (one_hot != nullptr) {
       // The loss gradient's target: one-hot labels.
       std::fill_n(one_hot, labels.size() * static_cast<std::size_t>(classes), 0.f);
