@@ -54,6 +54,7 @@ class OpRunner {
   std::int64_t max_bytes_ = 0;
   std::int64_t bytes_ = 0;
   std::map<Pass, std::vector<Step>> steps_;
+  std::vector<dnnl::memory> tensors_;  // every tensor of the layer's op plan (views' bases included)
   std::map<Pass, std::string> impl_;
 };
 

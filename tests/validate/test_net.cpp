@@ -16,8 +16,9 @@ using dtsim::models::LayerParams;
 
 namespace {
 
-// data -> conv -> bn -> relu -> conv -> add(relu, conv) -> tanh -> max_pool -> avg_pool -> global_avg_pool
-//      -> flatten -> fc -> loss: every op the trainer supports, at a size finite differences can check.
+// data -> conv -> bn -> relu -> conv -> add(relu, conv) -> tanh -> lrn -> max_pool -> concat(pool, relu(pool))
+//      -> avg_pool -> global_avg_pool -> flatten -> fc -> loss: every op the trainer supports, at a size
+//      finite differences can check.
 Model tiny_model(int batch) {
   Model m("tiny", {batch, 2, 6, 6});
   LayerParams conv;
@@ -30,14 +31,19 @@ Model tiny_model(int batch) {
   m.add("conv2", OpKind::CONV2D, conv, {"relu1"});
   m.add("add1", OpKind::ADD, {}, {"relu1", "conv2"});
   m.add("tanh1", OpKind::TANH, {}, {"add1"});
+  LayerParams lrn;
+  lrn.lrn_size = 3;
+  m.add("lrn1", OpKind::LRN, lrn, {"tanh1"});
   LayerParams pool;
   pool.kernel_h = pool.kernel_w = 2;
   pool.stride_h = pool.stride_w = 2;
-  m.add("pool1", OpKind::MAX_POOL, pool, {"tanh1"});
+  m.add("pool1", OpKind::MAX_POOL, pool, {"lrn1"});
+  m.add("relu2", OpKind::RELU, {}, {"pool1"});
+  m.add("cat", OpKind::CONCAT, {}, {"pool1", "relu2"});
   LayerParams avg;
   avg.kernel_h = avg.kernel_w = 3;
   avg.pad_h = avg.pad_w = 1;
-  m.add("pool2", OpKind::AVG_POOL, avg, {"pool1"});
+  m.add("pool2", OpKind::AVG_POOL, avg, {"cat"});
   m.add("gap", OpKind::GLOBAL_AVG_POOL, {}, {"pool2"});
   m.add("flat", OpKind::FLATTEN, {}, {"gap"});
   LayerParams fc;
@@ -105,14 +111,14 @@ TEST_CASE("validate::Net: SGD with momentum drives the loss down on a fixed batc
 }
 
 TEST_CASE("validate::Net: unsupported ops and bad labels are clear input errors", "[validate]") {
-  Model m("with_lrn", {2, 3, 8, 8});
-  m.add("lrn", OpKind::LRN, {}, {"data"});
-  m.add("flat", OpKind::FLATTEN, {}, {"lrn"});
+  Model m("with_dropout", {2, 3, 8, 8});
+  m.add("drop", OpKind::DROPOUT, {}, {"data"});
+  m.add("flat", OpKind::FLATTEN, {}, {"drop"});
   LayerParams fc;
   fc.out_channels = 2;
   m.add("fc", OpKind::FULLY_CONNECTED, fc, {"flat"});
   m.add("loss", OpKind::SOFTMAX_LOSS, {}, {"fc"});
-  CHECK_THROWS_WITH(dtsim::validate::Net(m, {1, 1, false}), Catch::Contains("'lrn'") && Catch::Contains("lrn"));
+  CHECK_THROWS_WITH(dtsim::validate::Net(m, {1, 1, false}), Catch::Contains("'drop'") && Catch::Contains("dropout"));
 
   Model no_loss("no_loss", {2, 3, 8, 8});
   no_loss.add("relu", OpKind::RELU, {}, {"data"});

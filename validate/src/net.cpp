@@ -1,6 +1,8 @@
-// oneDNN execution of a models::Model: one forward/backward primitive set per layer, activations in
-// NHWC, master weights in plain OIHW/OI inside one flat buffer (reordered to whatever layout each
-// primitive picked), gradients written into the matching flat buffer so buckets are contiguous.
+// oneDNN execution of a models::Model: each layer's primitives come from its op driver
+// (calibrate/ops, shared with the calibrator), activations in NHWC, master weights in plain layouts
+// inside one flat buffer (reordered to whatever layout each primitive picked), gradients written into
+// the matching flat buffer so buckets are contiguous. This file owns only the graph: which buffers a
+// layer's roles bind to, gradient routing between layers, batch-norm running statistics and the loss.
 #include "validate/src/net.hpp"
 
 #include <fmt/format.h>
@@ -9,10 +11,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <oneapi/dnnl/dnnl.hpp>
+#include <map>
+#include <tuple>
 #include <random>
 #include <unordered_map>
 
+#include "calibrate/ops/op_driver.hpp"
 #include "common/errors.hpp"
 
 namespace dtsim::validate {
@@ -20,34 +24,41 @@ namespace {
 
 using dnnl::memory;
 using models::OpKind;
+using ops::Role;
+using ops::Stage;
 using Clock = std::chrono::steady_clock;
-using Tag = memory::format_tag;
-constexpr auto F32 = memory::data_type::f32;
 
 // Running statistics of batch_norm follow PyTorch's default update rate.
 constexpr float BN_RUNNING_MOMENTUM = 0.1f;
 
-memory::desc md4(const models::Shape& s) { return memory::desc({s.n, s.c, s.h, s.w}, F32, Tag::nhwc); }
-memory::desc md2(std::int64_t n, std::int64_t k) { return memory::desc({n, k}, F32, Tag::nc); }
-memory::desc md1(std::int64_t k) { return memory::desc({k}, F32, Tag::x); }
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Right padding that makes oneDNN's output-size formula give the model's dst size (floor or ceil mode).
-std::int64_t pad_right(std::int64_t src, std::int64_t dst, int kernel, int stride, int dilation, int pad_l) {
-  const std::int64_t extent = static_cast<std::int64_t>(kernel - 1) * dilation + 1;
-  return std::max<std::int64_t>(0, (dst - 1) * stride + extent - src - pad_l);
+std::string_view stage_name(Stage stage) {
+  switch (stage) {
+    case Stage::FWD: return "fwd";
+    case Stage::FWD_INFERENCE: return "fwd_inference";
+    case Stage::BWD_DATA: return "bwd_d";
+    case Stage::BWD_WEIGHTS: return "bwd_w";
+  }
+  return "?";
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+bool is_param_role(Role role) {
+  const Role r = ops::param_role_of(role);
+  return r == Role::WEIGHTS || r == Role::BIAS || r == Role::SCALE || r == Role::SHIFT;
+}
 
 }  // namespace
 
 struct Net::Impl {
+  using Call = std::pair<dnnl::primitive, std::unordered_map<int, memory>>;
   struct Node {
     const models::Layer* layer = nullptr;
     std::vector<std::size_t> inputs;
     int consumers = 0;
     std::vector<float> dst, diff;
     std::vector<std::vector<float>> scratch;  // per input: diff_src when the producer has other consumers
+    ops::OpPlan plan;                         // empty for flatten
     std::function<void()> fwd_train, fwd_eval, bwd;
     double fwd_s = 0, bwd_s = 0;
     int slice = -1;
@@ -66,8 +77,6 @@ struct Net::Impl {
 
   explicit Impl(const models::Model& m, const NetOptions& o) : options(o), model(m) {}
 
-  void run(dnnl::primitive& p, const std::unordered_map<int, memory>& args) { p.execute(strm, args); }
-
   // Where layer `i`'s backward writes the gradient for its input k: the producer's diff buffer when it
   // has a single consumer, else a private scratch buffer added into it afterwards.
   float* diff_target(Node& n, std::size_t k) {
@@ -85,20 +94,15 @@ struct Net::Impl {
   bool wants_diff(const Node& n, std::size_t k) const {
     return nodes[n.inputs[k]].layer->op != OpKind::INPUT;
   }
-
-  void note(const std::string& layer, const char* what, const dnnl::primitive_desc_base& pd) {
-    impls.push_back(fmt::format("{} {}: {}", layer, what, pd.impl_info_str()));
+  bool wants_any_diff(const Node& n) const {
+    for (std::size_t k = 0; k < n.inputs.size(); ++k)
+      if (wants_diff(n, k)) return true;
+    return false;
   }
 
   void build();
-  void build_conv(Node& n);
-  void build_fc(Node& n);
-  void build_bn(Node& n);
-  void build_eltwise(Node& n, dnnl::algorithm alg, bool use_dst);
-  void build_pool(Node& n);
-  void build_add(Node& n);
+  void bind_driven(Node& n);
   void build_flatten(Node& n);
-  void build_loss(Node& n);
   void init_params();
 };
 
@@ -117,26 +121,33 @@ void Net::Impl::build() {
       nodes[idx].consumers++;
     }
   }
-  // Parameter slices first so the flat buffers never move once primitives point into them.
+  // Plans first (primitives, no memory): their parameter tensors size the flat buffers, which never
+  // move once primitives point into them.
   std::int64_t offset = 0;
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    const auto& l = layers[i];
-    std::int64_t count = 0;
-    switch (l.op) {
-      case OpKind::CONV2D:
-        count = l.params.out_channels * (l.src_shapes[0].c / l.params.groups) * l.params.kernel_h * l.params.kernel_w +
-                (l.params.bias ? l.params.out_channels : 0);
-        break;
-      case OpKind::FULLY_CONNECTED:
-        count = l.params.out_channels * l.src_shapes[0].per_sample() + (l.params.bias ? l.params.out_channels : 0);
-        break;
-      case OpKind::BATCH_NORM: count = 2 * l.src_shapes[0].c; break;
-      default: break;
+  for (std::size_t i = 1; i < layers.size(); ++i) {
+    Node& n = nodes[i];
+    const auto& l = *n.layer;
+    if (l.op == OpKind::FLATTEN) continue;
+    if (l.op == OpKind::SOFTMAX_LOSS && i + 1 != layers.size())
+      throw InputError(fmt::format("model '{}': softmax_loss '{}' must be the last layer", model.name(), l.name));
+    // Dropout needs a fresh random mask every step, which the trainer does not draw.
+    if (l.op == OpKind::DROPOUT || !ops::has_driver(l.op)) {
+      std::vector<std::string> supported;
+      for (auto& name : ops::driver_names())
+        if (name != models::to_string(OpKind::DROPOUT)) supported.push_back(name);
+      supported.emplace_back(models::to_string(OpKind::FLATTEN));
+      throw InputError(fmt::format("model '{}': layer '{}' has op '{}', which dtsim-train does not support "
+                                   "(supported: {})",
+                                   model.name(), l.name, models::to_string(l.op), fmt::join(supported, ", ")));
     }
+    // An add hands its gradient on unchanged (routed below), so it needs no backward primitive here.
+    n.plan = ops::build_op(eng, {&l, ops::Layout::NHWC, wants_any_diff(n) && l.op != OpKind::ADD, true});
+    std::int64_t count = 0;
+    for (const auto& t : n.plan.params) count += static_cast<std::int64_t>(t.desc.get_size() / sizeof(float));
     if (count != l.costs.params)
       throw Failure(fmt::format("layer '{}': trainer counts {} parameters, the model {}", l.name, count, l.costs.params));
     if (count > 0) {
-      nodes[i].slice = static_cast<int>(slices.size());
+      n.slice = static_cast<int>(slices.size());
       slices.push_back({i, l.name, offset, count});
       offset += count;
     }
@@ -158,375 +169,117 @@ void Net::Impl::build() {
   }
   for (std::size_t i = 1; i < layers.size(); ++i) {
     Node& n = nodes[i];
-    switch (n.layer->op) {
-      case OpKind::CONV2D: build_conv(n); break;
-      case OpKind::FULLY_CONNECTED: build_fc(n); break;
-      case OpKind::BATCH_NORM: build_bn(n); break;
-      case OpKind::RELU: build_eltwise(n, dnnl::algorithm::eltwise_relu, false); break;
-      case OpKind::TANH: build_eltwise(n, dnnl::algorithm::eltwise_tanh_use_dst_for_bwd, true); break;
-      case OpKind::MAX_POOL:
-      case OpKind::AVG_POOL:
-      case OpKind::GLOBAL_AVG_POOL: build_pool(n); break;
-      case OpKind::ADD: build_add(n); break;
-      case OpKind::FLATTEN: build_flatten(n); break;
-      case OpKind::SOFTMAX_LOSS:
-        if (i + 1 != layers.size())
-          throw InputError(fmt::format("model '{}': softmax_loss '{}' must be the last layer", model.name(), n.layer->name));
-        build_loss(n);
-        break;
-      default:
-        throw InputError(fmt::format(
-            "model '{}': layer '{}' has op '{}', which dtsim-train does not support (supported: conv2d, batch_norm, "
-            "relu, tanh, max_pool, avg_pool, global_avg_pool, fully_connected, add, flatten, softmax_loss)",
-            model.name(), n.layer->name, models::to_string(n.layer->op)));
-    }
+    if (n.layer->op == OpKind::FLATTEN) build_flatten(n);
+    else bind_driven(n);
   }
   init_params();
 }
 
-void Net::Impl::build_conv(Node& n) {
+void Net::Impl::bind_driven(Node& n) {
   const auto& l = *n.layer;
-  const auto& p = l.params;
-  if (p.groups != 1)
-    throw InputError(fmt::format("model '{}': conv2d '{}' has groups={}, dtsim-train supports groups=1 only", model.name(),
-                                 l.name, p.groups));
-  const auto& s = l.src_shapes[0];
-  const auto& d = l.dst_shape;
-  const std::int64_t o = p.out_channels, ic = s.c;
-  const memory::dims strides{p.stride_h, p.stride_w}, dil{p.dilation_h - 1, p.dilation_w - 1}, pl{p.pad_h, p.pad_w};
-  const memory::dims pr{pad_right(s.h, d.h, p.kernel_h, p.stride_h, p.dilation_h, p.pad_h),
-                        pad_right(s.w, d.w, p.kernel_w, p.stride_w, p.dilation_w, p.pad_w)};
-  const memory::desc src = md4(s), dst = md4(d), b = md1(o);
-  const memory::desc w_any({o, ic, p.kernel_h, p.kernel_w}, F32, Tag::any);
-  const memory::desc w_plain({o, ic, p.kernel_h, p.kernel_w}, F32, Tag::oihw);
-  const auto alg = dnnl::algorithm::convolution_direct;
-  const auto& sl = slices[n.slice];
-  float* w_ptr = params.data() + sl.offset;
-  float* gw_ptr = grads.data() + sl.offset;
-  const std::int64_t w_count = o * ic * p.kernel_h * p.kernel_w;
-
-  using CF = dnnl::convolution_forward;
-  auto fwd_pd = p.bias ? CF::primitive_desc(CF::desc(dnnl::prop_kind::forward_training, alg, src, w_any, b, dst, strides,
-                                                     dil, pl, pr),
-                                            eng)
-                       : CF::primitive_desc(
-                             CF::desc(dnnl::prop_kind::forward_training, alg, src, w_any, dst, strides, dil, pl, pr), eng);
-  note(l.name, "fwd", fwd_pd);
-  memory src_m(src, eng, nodes[n.inputs[0]].dst.data());
-  memory dst_m(dst, eng, n.dst.data());
-  memory w_user(w_plain, eng, w_ptr);
-  memory b_m(b, eng, w_ptr + w_count);
-  memory w_fwd = w_user;
-  std::shared_ptr<dnnl::reorder> w_fwd_reorder;
-  if (fwd_pd.weights_desc() != w_plain) {
-    w_fwd = memory(fwd_pd.weights_desc(), eng);
-    w_fwd_reorder = std::make_shared<dnnl::reorder>(w_user, w_fwd);
+  const ops::OpPlan& plan = n.plan;
+  // Plain parameter (and gradient) tensors inside the flat buffers, by role.
+  std::map<Role, std::pair<memory::desc, std::int64_t>> plain;
+  std::int64_t at = n.slice >= 0 ? slices[static_cast<std::size_t>(n.slice)].offset : 0;
+  for (const auto& t : plan.params) {
+    plain[t.role] = {t.desc, at};
+    at += static_cast<std::int64_t>(t.desc.get_size() / sizeof(float));
   }
-  auto fwd = std::make_shared<CF>(fwd_pd);
-  std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, w_fwd}, {DNNL_ARG_DST, dst_m}};
-  if (p.bias) fargs[DNNL_ARG_BIAS] = b_m;
-  n.fwd_train = [this, fwd, fargs, w_fwd_reorder, w_user, w_fwd]() mutable {
-    if (w_fwd_reorder) w_fwd_reorder->execute(strm, w_user, w_fwd);
-    fwd->execute(strm, fargs);
+  using Reorder = std::tuple<dnnl::reorder, memory, memory>;
+  std::vector<Reorder> to_layout, to_plain;  // weights before forward, gradients after backward
+  const auto wrap = [&](const ops::Tensor& t, float* data, std::int64_t elements) {
+    if (t.desc.get_size() != static_cast<std::size_t>(elements) * sizeof(float))
+      throw Failure(fmt::format("layer '{}': oneDNN tensor of {} B for a buffer of {} floats", l.name,
+                                t.desc.get_size(), elements));
+    return memory(t.desc, eng, data);
   };
-  n.fwd_eval = n.fwd_train;
-
-  // Backward weights (and bias).
-  using CW = dnnl::convolution_backward_weights;
-  auto bw_pd = p.bias ? CW::primitive_desc(CW::desc(alg, src, w_any, b, dst, strides, dil, pl, pr), eng, fwd_pd)
-                      : CW::primitive_desc(CW::desc(alg, src, w_any, dst, strides, dil, pl, pr), eng, fwd_pd);
-  note(l.name, "bwd_w", bw_pd);
-  memory gw_user(w_plain, eng, gw_ptr);
-  memory gb_m(b, eng, gw_ptr + w_count);
-  memory gw = gw_user;
-  std::shared_ptr<dnnl::reorder> gw_reorder;
-  if (bw_pd.diff_weights_desc() != w_plain) {
-    gw = memory(bw_pd.diff_weights_desc(), eng);
-    gw_reorder = std::make_shared<dnnl::reorder>(gw, gw_user);
-  }
-  memory ddst_m(dst, eng, n.diff.data());
-  auto bw = std::make_shared<CW>(bw_pd);
-  std::unordered_map<int, memory> wargs{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_DST, ddst_m}, {DNNL_ARG_DIFF_WEIGHTS, gw}};
-  if (p.bias) wargs[DNNL_ARG_DIFF_BIAS] = gb_m;
-
-  // Backward data, unless the input is the data layer.
-  std::shared_ptr<dnnl::convolution_backward_data> bd;
-  std::unordered_map<int, memory> dargs;
-  std::shared_ptr<dnnl::reorder> w_bwd_reorder;
-  memory w_bwd = w_user;
-  if (wants_diff(n, 0)) {
-    using CD = dnnl::convolution_backward_data;
-    auto bd_pd = CD::primitive_desc(CD::desc(alg, src, w_any, dst, strides, dil, pl, pr), eng, fwd_pd);
-    note(l.name, "bwd_d", bd_pd);
-    if (bd_pd.weights_desc() == fwd_pd.weights_desc()) {
-      w_bwd = w_fwd;
-    } else if (bd_pd.weights_desc() != w_plain) {
-      w_bwd = memory(bd_pd.weights_desc(), eng);
-      w_bwd_reorder = std::make_shared<dnnl::reorder>(w_user, w_bwd);
+  const auto memories = ops::bind(eng, plan, [&](const ops::Tensor& t) -> memory {
+    const auto k = static_cast<std::size_t>(t.index);
+    switch (t.role) {
+      case Role::SRC: return wrap(t, nodes[n.inputs[k]].dst.data(), l.src_shapes[k].elements());
+      case Role::DST: return wrap(t, n.dst.data(), l.dst_shape.elements());
+      case Role::DIFF_DST: return wrap(t, n.diff.data(), l.dst_shape.elements());
+      case Role::DIFF_SRC:
+        // The gradient w.r.t. the raw input (batch_norm computes it anyway) goes to a private buffer.
+        return wants_diff(n, k) ? wrap(t, diff_target(n, k), l.src_shapes[k].elements()) : memory(t.desc, eng);
+      default: break;
     }
-    memory dsrc_m(src, eng, diff_target(n, 0));
-    bd = std::make_shared<CD>(bd_pd);
-    dargs = {{DNNL_ARG_DIFF_DST, ddst_m}, {DNNL_ARG_WEIGHTS, w_bwd}, {DNNL_ARG_DIFF_SRC, dsrc_m}};
-  }
-  n.bwd = [this, &n, bw, wargs, gw_reorder, gw, gw_user, bd, dargs, w_bwd_reorder, w_user, w_bwd]() mutable {
-    bw->execute(strm, wargs);
-    if (gw_reorder) gw_reorder->execute(strm, gw, gw_user);
-    if (bd) {
-      if (w_bwd_reorder) w_bwd_reorder->execute(strm, w_user, w_bwd);
-      bd->execute(strm, dargs);
+    if (!is_param_role(t.role)) return memory(t.desc, eng);
+    const bool gradient = ops::param_role_of(t.role) != t.role;
+    const auto& [desc, offset] = plain.at(ops::param_role_of(t.role));
+    memory user(desc, eng, (gradient ? grads : params).data() + offset);
+    if (t.desc == desc) return user;
+    memory own(t.desc, eng);
+    if (gradient) to_plain.emplace_back(dnnl::reorder(own, user), own, user);
+    else to_layout.emplace_back(dnnl::reorder(user, own), user, own);
+    return own;
+  });
+  std::map<Stage, std::vector<Call>> calls;
+  for (const auto& [stage, steps] : plan.stages)
+    for (const auto& step : steps) {
+      calls[stage].emplace_back(step.primitive, ops::args_of(step, memories));
+      impls.push_back(fmt::format("{} {}: {}", l.name, stage_name(stage), step.impl));
+    }
+  const auto run = [this, calls](Stage stage) {
+    auto it = calls.find(stage);
+    if (it == calls.end()) return false;
+    for (const auto& [primitive, args] : it->second) primitive.execute(strm, args);
+    return true;
+  };
+  const auto reorder = [this](const std::vector<Reorder>& reorders) {
+    for (const auto& [primitive, from, to] : reorders) primitive.execute(strm, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  };
+  n.fwd_train = [run, reorder, to_layout] {
+    reorder(to_layout);
+    run(Stage::FWD);
+  };
+  n.fwd_eval = [run, reorder, to_layout] {
+    reorder(to_layout);
+    if (!run(Stage::FWD_INFERENCE)) run(Stage::FWD);
+  };
+  if (l.op == OpKind::BATCH_NORM) {
+    // Running statistics (PyTorch's update, unbiased variance) for evaluation.
+    const memory mean = memories[static_cast<std::size_t>(ops::find(plan, Role::MEAN))];
+    const memory var = memories[static_cast<std::size_t>(ops::find(plan, Role::VARIANCE))];
+    const memory rmean = memories[static_cast<std::size_t>(ops::find(plan, Role::RUNNING_MEAN))];
+    const memory rvar = memories[static_cast<std::size_t>(ops::find(plan, Role::RUNNING_VARIANCE))];
+    const std::int64_t c = l.src_shapes[0].c;
+    std::fill_n(static_cast<float*>(rmean.get_data_handle()), c, 0.f);
+    std::fill_n(static_cast<float*>(rvar.get_data_handle()), c, 1.f);
+    const double m = static_cast<double>(l.src_shapes[0].n * l.src_shapes[0].h * l.src_shapes[0].w);
+    const float unbias = m > 1 ? static_cast<float>(m / (m - 1)) : 1.f;
+    n.fwd_train = [this, train = n.fwd_train, mean, var, rmean, rvar, c, unbias] {
+      train();
       strm.wait();
-      finish_diff(n, 0);
+      const auto* mu = static_cast<const float*>(mean.get_data_handle());
+      const auto* sigma2 = static_cast<const float*>(var.get_data_handle());
+      auto* rm = static_cast<float*>(rmean.get_data_handle());
+      auto* rv = static_cast<float*>(rvar.get_data_handle());
+      for (std::int64_t k = 0; k < c; ++k) {
+        rm[k] = (1 - BN_RUNNING_MOMENTUM) * rm[k] + BN_RUNNING_MOMENTUM * mu[k];
+        rv[k] = (1 - BN_RUNNING_MOMENTUM) * rv[k] + BN_RUNNING_MOMENTUM * sigma2[k] * unbias;
+      }
+    };
+  }
+  if (l.op == OpKind::SOFTMAX_LOSS) classes = l.src_shapes[0].per_sample();
+  const int target = ops::find(plan, Role::TARGET);
+  float* one_hot = target >= 0 ? static_cast<float*>(memories[static_cast<std::size_t>(target)].get_data_handle()) : nullptr;
+  // The memories outlive this function: a view's base may be referenced by no primitive argument.
+  auto keep = std::make_shared<std::vector<memory>>(memories);
+  n.bwd = [this, &n, run, reorder, to_plain, one_hot, keep] {
+    if (one_hot != nullptr) {
+      // The loss gradient's target: one-hot labels.
+      std::fill_n(one_hot, labels.size() * static_cast<std::size_t>(classes), 0.f);
+      for (std::size_t i = 0; i < labels.size(); ++i) one_hot[i * static_cast<std::size_t>(classes) + static_cast<std::size_t>(labels[i])] = 1.f;
     }
-  };
-}
-
-void Net::Impl::build_fc(Node& n) {
-  const auto& l = *n.layer;
-  const std::int64_t batch = l.src_shapes[0].n, in = l.src_shapes[0].per_sample(), o = l.params.out_channels;
-  const memory::desc src = md2(batch, in), dst = md2(batch, o), b = md1(o);
-  const memory::desc w_any({o, in}, F32, Tag::any), w_plain({o, in}, F32, Tag::oi);
-  const auto& sl = slices[n.slice];
-  float* w_ptr = params.data() + sl.offset;
-  float* gw_ptr = grads.data() + sl.offset;
-  const std::int64_t w_count = o * in;
-  const bool bias = l.params.bias;
-
-  using IF = dnnl::inner_product_forward;
-  auto fwd_pd = bias ? IF::primitive_desc(IF::desc(dnnl::prop_kind::forward_training, src, w_any, b, dst), eng)
-                     : IF::primitive_desc(IF::desc(dnnl::prop_kind::forward_training, src, w_any, dst), eng);
-  note(l.name, "fwd", fwd_pd);
-  memory src_m(src, eng, nodes[n.inputs[0]].dst.data()), dst_m(dst, eng, n.dst.data());
-  memory w_user(w_plain, eng, w_ptr), b_m(b, eng, w_ptr + w_count);
-  memory w_fwd = w_user;
-  std::shared_ptr<dnnl::reorder> w_reorder;
-  if (fwd_pd.weights_desc() != w_plain) {
-    w_fwd = memory(fwd_pd.weights_desc(), eng);
-    w_reorder = std::make_shared<dnnl::reorder>(w_user, w_fwd);
-  }
-  auto fwd = std::make_shared<IF>(fwd_pd);
-  std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, w_fwd}, {DNNL_ARG_DST, dst_m}};
-  if (bias) fargs[DNNL_ARG_BIAS] = b_m;
-  n.fwd_train = [this, fwd, fargs, w_reorder, w_user, w_fwd]() mutable {
-    if (w_reorder) w_reorder->execute(strm, w_user, w_fwd);
-    fwd->execute(strm, fargs);
-  };
-  n.fwd_eval = n.fwd_train;
-
-  using IW = dnnl::inner_product_backward_weights;
-  auto bw_pd = bias ? IW::primitive_desc(IW::desc(src, w_any, b, dst), eng, fwd_pd)
-                    : IW::primitive_desc(IW::desc(src, w_any, dst), eng, fwd_pd);
-  note(l.name, "bwd_w", bw_pd);
-  memory gw_user(w_plain, eng, gw_ptr), gb_m(b, eng, gw_ptr + w_count);
-  memory gw = gw_user;
-  std::shared_ptr<dnnl::reorder> gw_reorder;
-  if (bw_pd.diff_weights_desc() != w_plain) {
-    gw = memory(bw_pd.diff_weights_desc(), eng);
-    gw_reorder = std::make_shared<dnnl::reorder>(gw, gw_user);
-  }
-  memory ddst_m(dst, eng, n.diff.data());
-  auto bw = std::make_shared<IW>(bw_pd);
-  std::unordered_map<int, memory> wargs{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_DST, ddst_m}, {DNNL_ARG_DIFF_WEIGHTS, gw}};
-  if (bias) wargs[DNNL_ARG_DIFF_BIAS] = gb_m;
-
-  std::shared_ptr<dnnl::inner_product_backward_data> bd;
-  std::unordered_map<int, memory> dargs;
-  if (wants_diff(n, 0)) {
-    using ID = dnnl::inner_product_backward_data;
-    auto bd_pd = ID::primitive_desc(ID::desc(src, w_any, dst), eng, fwd_pd);
-    note(l.name, "bwd_d", bd_pd);
-    memory w_bwd = bd_pd.weights_desc() == fwd_pd.weights_desc() ? w_fwd : memory();
-    if (!w_bwd) {
-      w_bwd = memory(bd_pd.weights_desc(), eng);
-      // Weights change every step; keep a reorder in the closure when the layouts differ.
-      auto r = std::make_shared<dnnl::reorder>(w_user, w_bwd);
-      bd = std::make_shared<ID>(bd_pd);
-      memory dsrc_m(src, eng, diff_target(n, 0));
-      dargs = {{DNNL_ARG_DIFF_DST, ddst_m}, {DNNL_ARG_WEIGHTS, w_bwd}, {DNNL_ARG_DIFF_SRC, dsrc_m}};
-      n.bwd = [this, &n, bw, wargs, gw_reorder, gw, gw_user, bd, dargs, r, w_user, w_bwd]() mutable {
-        bw->execute(strm, wargs);
-        if (gw_reorder) gw_reorder->execute(strm, gw, gw_user);
-        r->execute(strm, w_user, w_bwd);
-        bd->execute(strm, dargs);
-        strm.wait();
-        finish_diff(n, 0);
-      };
-      return;
-    }
-    bd = std::make_shared<ID>(bd_pd);
-    memory dsrc_m(src, eng, diff_target(n, 0));
-    dargs = {{DNNL_ARG_DIFF_DST, ddst_m}, {DNNL_ARG_WEIGHTS, w_bwd}, {DNNL_ARG_DIFF_SRC, dsrc_m}};
-  }
-  n.bwd = [this, &n, bw, wargs, gw_reorder, gw, gw_user, bd, dargs]() mutable {
-    bw->execute(strm, wargs);
-    if (gw_reorder) gw_reorder->execute(strm, gw, gw_user);
-    if (bd) {
-      bd->execute(strm, dargs);
-      strm.wait();
-      finish_diff(n, 0);
-    }
-  };
-}
-
-void Net::Impl::build_bn(Node& n) {
-  const auto& l = *n.layer;
-  const auto& s = l.src_shapes[0];
-  const float eps = static_cast<float>(l.params.bn_epsilon);
-  const memory::desc data = md4(s), c1 = md1(s.c);
-  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-  using BF = dnnl::batch_normalization_forward;
-  auto fwd_pd = BF::primitive_desc(BF::desc(dnnl::prop_kind::forward_training, data, eps, flags), eng);
-  auto inf_pd = BF::primitive_desc(
-      BF::desc(dnnl::prop_kind::forward_inference, data, eps, flags | dnnl::normalization_flags::use_global_stats), eng);
-  note(l.name, "fwd", fwd_pd);
-  const auto& sl = slices[n.slice];
-  memory src_m(data, eng, nodes[n.inputs[0]].dst.data()), dst_m(data, eng, n.dst.data());
-  memory scale_m(c1, eng, params.data() + sl.offset), shift_m(c1, eng, params.data() + sl.offset + s.c);
-  memory mean_m(fwd_pd.mean_desc(), eng), var_m(fwd_pd.variance_desc(), eng);
-  auto running = std::make_shared<std::vector<float>>(2 * s.c, 0.f);
-  std::fill(running->begin() + s.c, running->end(), 1.f);
-  memory rmean_m(c1, eng, running->data()), rvar_m(c1, eng, running->data() + s.c);
-  auto fwd = std::make_shared<BF>(fwd_pd);
-  auto inf = std::make_shared<BF>(inf_pd);
-  const std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, src_m},     {DNNL_ARG_DST, dst_m},
-                                              {DNNL_ARG_SCALE, scale_m}, {DNNL_ARG_SHIFT, shift_m},
-                                              {DNNL_ARG_MEAN, mean_m},   {DNNL_ARG_VARIANCE, var_m}};
-  const std::unordered_map<int, memory> iargs{{DNNL_ARG_SRC, src_m},     {DNNL_ARG_DST, dst_m},
-                                              {DNNL_ARG_SCALE, scale_m}, {DNNL_ARG_SHIFT, shift_m},
-                                              {DNNL_ARG_MEAN, rmean_m},  {DNNL_ARG_VARIANCE, rvar_m}};
-  const std::int64_t c = s.c;
-  const double m = static_cast<double>(s.n * s.h * s.w);
-  const float unbias = m > 1 ? static_cast<float>(m / (m - 1)) : 1.f;
-  n.fwd_train = [this, fwd, fargs, running, mean_m, var_m, c, unbias] {
-    fwd->execute(strm, fargs);
+    run(Stage::BWD_WEIGHTS);
+    run(Stage::BWD_DATA);
+    reorder(to_plain);
     strm.wait();
-    const float* mean = static_cast<const float*>(mean_m.get_data_handle());
-    const float* var = static_cast<const float*>(var_m.get_data_handle());
-    float* r = running->data();
-    for (std::int64_t k = 0; k < c; ++k) {
-      r[k] = (1 - BN_RUNNING_MOMENTUM) * r[k] + BN_RUNNING_MOMENTUM * mean[k];
-      r[c + k] = (1 - BN_RUNNING_MOMENTUM) * r[c + k] + BN_RUNNING_MOMENTUM * var[k] * unbias;
-    }
-  };
-  n.fwd_eval = [this, inf, iargs] { inf->execute(strm, iargs); };
-
-  using BB = dnnl::batch_normalization_backward;
-  auto bwd_pd = BB::primitive_desc(BB::desc(dnnl::prop_kind::backward, data, data, eps, flags), eng, fwd_pd);
-  note(l.name, "bwd", bwd_pd);
-  memory ddst_m(data, eng, n.diff.data());
-  // The gradient w.r.t. the raw input is computed into a private buffer and discarded.
-  memory dsrc_m = wants_diff(n, 0) ? memory(data, eng, diff_target(n, 0)) : memory(data, eng);
-  memory dscale_m(c1, eng, grads.data() + sl.offset), dshift_m(c1, eng, grads.data() + sl.offset + s.c);
-  auto bwd = std::make_shared<BB>(bwd_pd);
-  const std::unordered_map<int, memory> bargs{
-      {DNNL_ARG_SRC, src_m},         {DNNL_ARG_MEAN, mean_m},           {DNNL_ARG_VARIANCE, var_m},
-      {DNNL_ARG_DIFF_DST, ddst_m},   {DNNL_ARG_SCALE, scale_m},         {DNNL_ARG_SHIFT, shift_m},
-      {DNNL_ARG_DIFF_SRC, dsrc_m},   {DNNL_ARG_DIFF_SCALE, dscale_m},   {DNNL_ARG_DIFF_SHIFT, dshift_m}};
-  const bool propagate = wants_diff(n, 0);
-  n.bwd = [this, &n, bwd, bargs, propagate] {
-    bwd->execute(strm, bargs);
-    strm.wait();
-    if (propagate) finish_diff(n, 0);
-  };
-}
-
-void Net::Impl::build_eltwise(Node& n, dnnl::algorithm alg, bool use_dst) {
-  const memory::desc data = md4(n.layer->dst_shape);
-  using EF = dnnl::eltwise_forward;
-  using EB = dnnl::eltwise_backward;
-  auto fwd_pd = EF::primitive_desc(EF::desc(dnnl::prop_kind::forward_training, alg, data, 0.f, 0.f), eng);
-  auto bwd_pd = EB::primitive_desc(EB::desc(alg, data, data, 0.f, 0.f), eng, fwd_pd);
-  note(n.layer->name, "fwd", fwd_pd);
-  memory src_m(data, eng, nodes[n.inputs[0]].dst.data()), dst_m(data, eng, n.dst.data());
-  auto fwd = std::make_shared<EF>(fwd_pd);
-  const std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DST, dst_m}};
-  n.fwd_train = [this, fwd, fargs] { fwd->execute(strm, fargs); };
-  n.fwd_eval = n.fwd_train;
-  if (!wants_diff(n, 0)) {
-    n.bwd = [] {};
-    return;
-  }
-  memory ddst_m(data, eng, n.diff.data()), dsrc_m(data, eng, diff_target(n, 0));
-  auto bwd = std::make_shared<EB>(bwd_pd);
-  const std::unordered_map<int, memory> bargs{
-      {use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, use_dst ? dst_m : src_m}, {DNNL_ARG_DIFF_DST, ddst_m}, {DNNL_ARG_DIFF_SRC, dsrc_m}};
-  n.bwd = [this, &n, bwd, bargs] {
-    bwd->execute(strm, bargs);
-    strm.wait();
-    finish_diff(n, 0);
-  };
-}
-
-void Net::Impl::build_pool(Node& n) {
-  const auto& l = *n.layer;
-  const auto& s = l.src_shapes[0];
-  const auto& d = l.dst_shape;
-  memory::dims kernel, strides, pl, pr;
-  dnnl::algorithm alg;
-  if (l.op == OpKind::GLOBAL_AVG_POOL) {
-    kernel = {s.h, s.w};
-    strides = {1, 1};
-    pl = pr = {0, 0};
-    alg = dnnl::algorithm::pooling_avg_exclude_padding;
-  } else {
-    const auto& p = l.params;
-    kernel = {p.kernel_h, p.kernel_w};
-    strides = {p.stride_h, p.stride_w};
-    pl = {p.pad_h, p.pad_w};
-    pr = {pad_right(s.h, d.h, p.kernel_h, p.stride_h, 1, p.pad_h), pad_right(s.w, d.w, p.kernel_w, p.stride_w, 1, p.pad_w)};
-    alg = l.op == OpKind::MAX_POOL          ? dnnl::algorithm::pooling_max
-          : p.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                                : dnnl::algorithm::pooling_avg_exclude_padding;
-  }
-  const memory::desc src = md4(s), dst = md4(d);
-  using PF = dnnl::pooling_forward;
-  using PB = dnnl::pooling_backward;
-  auto fwd_pd =
-      PF::primitive_desc(PF::desc(dnnl::prop_kind::forward_training, alg, src, dst, strides, kernel, pl, pr), eng);
-  note(l.name, "fwd", fwd_pd);
-  memory src_m(src, eng, nodes[n.inputs[0]].dst.data()), dst_m(dst, eng, n.dst.data());
-  std::unordered_map<int, memory> fargs{{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DST, dst_m}};
-  memory ws;
-  if (alg == dnnl::algorithm::pooling_max) {
-    ws = memory(fwd_pd.workspace_desc(), eng);
-    fargs[DNNL_ARG_WORKSPACE] = ws;
-  }
-  auto fwd = std::make_shared<PF>(fwd_pd);
-  n.fwd_train = [this, fwd, fargs] { fwd->execute(strm, fargs); };
-  n.fwd_eval = n.fwd_train;
-  if (!wants_diff(n, 0)) {
-    n.bwd = [] {};
-    return;
-  }
-  auto bwd_pd = PB::primitive_desc(PB::desc(alg, src, dst, strides, kernel, pl, pr), eng, fwd_pd);
-  memory ddst_m(dst, eng, n.diff.data()), dsrc_m(src, eng, diff_target(n, 0));
-  std::unordered_map<int, memory> bargs{{DNNL_ARG_DIFF_DST, ddst_m}, {DNNL_ARG_DIFF_SRC, dsrc_m}};
-  if (ws) bargs[DNNL_ARG_WORKSPACE] = ws;
-  auto bwd = std::make_shared<PB>(bwd_pd);
-  n.bwd = [this, &n, bwd, bargs] {
-    bwd->execute(strm, bargs);
-    strm.wait();
-    finish_diff(n, 0);
-  };
-}
-
-void Net::Impl::build_add(Node& n) {
-  const auto& l = *n.layer;
-  const memory::desc a = md4(l.src_shapes[0]), b = md4(l.src_shapes[1]), d = md4(l.dst_shape);
-  using BIN = dnnl::binary;
-  auto pd = BIN::primitive_desc(BIN::desc(dnnl::algorithm::binary_add, a, b, d), eng);
-  note(l.name, "fwd", pd);
-  auto prim = std::make_shared<BIN>(pd);
-  const std::unordered_map<int, memory> args{{DNNL_ARG_SRC_0, memory(a, eng, nodes[n.inputs[0]].dst.data())},
-                                             {DNNL_ARG_SRC_1, memory(b, eng, nodes[n.inputs[1]].dst.data())},
-                                             {DNNL_ARG_DST, memory(d, eng, n.dst.data())}};
-  n.fwd_train = [this, prim, args] { prim->execute(strm, args); };
-  n.fwd_eval = n.fwd_train;
-  // d(a + b) passes the same gradient to both inputs.
-  n.bwd = [this, &n] {
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       if (!wants_diff(n, k)) continue;
-      float* t = diff_target(n, k);
-      std::copy(n.diff.begin(), n.diff.end(), t);
+      // d(a + b) passes the same gradient to every input.
+      if (n.layer->op == OpKind::ADD) std::copy(n.diff.begin(), n.diff.end(), diff_target(n, k));
       finish_diff(n, k);
     }
   };
@@ -547,30 +300,6 @@ void Net::Impl::build_flatten(Node& n) {
   };
 }
 
-void Net::Impl::build_loss(Node& n) {
-  const auto& s = n.layer->src_shapes[0];
-  classes = s.per_sample();
-  const memory::desc data = md2(s.n, classes);
-  using SF = dnnl::softmax_forward;
-  auto pd = SF::primitive_desc(SF::desc(dnnl::prop_kind::forward_training, data, 1), eng);
-  note(n.layer->name, "fwd", pd);
-  auto prim = std::make_shared<SF>(pd);
-  const std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(data, eng, nodes[n.inputs[0]].dst.data())},
-                                             {DNNL_ARG_DST, memory(data, eng, n.dst.data())}};
-  n.fwd_train = [this, prim, args] { prim->execute(strm, args); };
-  n.fwd_eval = n.fwd_train;
-  // d(mean cross-entropy)/d(logits) = (softmax - one_hot) / batch.
-  n.bwd = [this, &n] {
-    const std::int64_t batch = n.layer->src_shapes[0].n;
-    float* t = diff_target(n, 0);
-    const float inv = 1.f / static_cast<float>(batch);
-    for (std::int64_t i = 0; i < batch; ++i)
-      for (std::int64_t k = 0; k < classes; ++k)
-        t[i * classes + k] = (n.dst[i * classes + k] - (labels[i] == k ? 1.f : 0.f)) * inv;
-    finish_diff(n, 0);
-  };
-}
-
 void Net::Impl::init_params() {
   // PyTorch's default initialisation: weights and bias uniform in +-1/sqrt(fan_in); BN gamma 1, beta 0.
   std::mt19937_64 rng(options.seed);
@@ -584,7 +313,7 @@ void Net::Impl::init_params() {
       continue;
     }
     const std::int64_t fan_in = l.op == OpKind::CONV2D
-                                    ? l.src_shapes[0].c * l.params.kernel_h * l.params.kernel_w
+                                    ? l.src_shapes[0].c / l.params.groups * l.params.kernel_h * l.params.kernel_w
                                     : l.src_shapes[0].per_sample();
     const float bound = 1.f / std::sqrt(static_cast<float>(fan_in));
     std::uniform_real_distribution<float> u(-bound, bound);

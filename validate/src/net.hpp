@@ -41,9 +41,9 @@ struct LayerTiming {
 
 class Net {
  public:
-  // Builds primitives for `model` (its batch is the local batch). Supported ops: conv2d (groups 1),
-  // batch_norm, relu, tanh, max/avg pool, global avg pool, fully_connected, add, flatten, and a final
-  // softmax_loss. Throws InputError naming the first unsupported layer.
+  // Builds primitives for `model` (its batch is the local batch) from the op drivers of calibrate/ops:
+  // every op with a driver except dropout, plus flatten, and a final softmax_loss. Throws InputError
+  // naming the first unsupported layer.
   Net(const models::Model& model, const NetOptions& options);
   ~Net();
   Net(const Net&) = delete;
