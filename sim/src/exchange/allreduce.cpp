@@ -31,8 +31,10 @@ class AllreduceExchange final : public Exchange {
     int tensors = 0;
     for (const auto& l : replay.profile().layers) tensors += l.grad_bytes > 0 ? 1 : 0;
     negotiation_B_ = NEGOTIATION_WORD_B * ((tensors + TENSORS_PER_WORD - 1) / TENSORS_PER_WORD);
-    const double mem_Bps = replay.platform().worker_device().mem_bandwidth_Bps;
-    copy_s_per_B_ = mem_Bps > 0 ? COPY_TRAFFIC_PER_BYTE / mem_Bps : 0;
+    if (replay.point().framework.fusion_copies) {  // only then is the device's memory bandwidth needed
+      const double mem_Bps = replay.platform().worker_device().mem_bandwidth_Bps;
+      copy_s_per_B_ = mem_Bps > 0 ? COPY_TRAFFIC_PER_BYTE / mem_Bps : 0;
+    }
     iters_.resize(static_cast<std::size_t>(replay.iterations()));
     for (auto& it : iters_) it.ready.assign(replay.plan().buckets.size(), 0);
     done_.assign(static_cast<std::size_t>(replay.workers()), RankIter{});
