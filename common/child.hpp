@@ -20,4 +20,7 @@ std::size_t run_process_pool(std::size_t n, int jobs, const std::function<std::s
                              const std::function<void(std::size_t, bool, const std::string&)>& done,
                              const std::function<bool()>& stop);
 
+// Writes all of `data` to `fd`, retrying on EINTR; stops quietly at an error (the reader sees it short).
+void write_all(int fd, const std::string& data);
+
 }  // namespace dtsim

@@ -24,7 +24,6 @@
 #include "common/text.hpp"
 
 namespace dtsim {
-namespace {
 
 void write_all(int fd, const std::string& data) {
   std::size_t done = 0;
@@ -35,6 +34,8 @@ void write_all(int fd, const std::string& data) {
     done += static_cast<std::size_t>(n);
   }
 }
+
+namespace {
 
 // The last line of `text` that says something: SimGrid's critical message, not a backtrace frame.
 std::string cause_line(const std::string& text) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/child.hpp"
 #include "common/errors.hpp"
 
 namespace dtsim::scenarios {
@@ -20,16 +21,6 @@ using nlohmann::json;
 namespace {
 
 const std::vector<std::string> LABEL_COLUMNS = {"model", "platform", "strategy", "batch", "data"};
-
-void write_all(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
 
 // Appends `text` and fsyncs, so that a finished point survives a kill or a crash of the machine.
 void append_durable(const fs::path& path, const std::string& text) {
