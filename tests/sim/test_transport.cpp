@@ -8,17 +8,13 @@
 #include "platforms/transport.hpp"
 #include "sim/src/world.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
+#include "tests/sim/world_test_support.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;
+using dtsim::test_platforms::in_world;
 
 namespace {
-double in_world(const platforms::Platform& p, Layout layout, const std::function<double(World&)>& body) {
-  return std::stod(run_in_child([&]() {
-    World world(p, layout);
-    return test_platforms::fmt_double(body(world));
-  }));
-}
 // One flow of `bytes` from a to b on an idle world; returns its duration.
 double one_flow(World& w, simgrid::s4u::Host* a, simgrid::s4u::Host* b, double bytes) {
   double end = -1;

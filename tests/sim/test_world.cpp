@@ -10,19 +10,11 @@
 #include "sim/src/coll/collective.hpp"
 #include "sim/src/world.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
+#include "tests/sim/world_test_support.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;
-
-namespace {
-// Runs `body` on a fresh world in a child; body returns a number, sent back as text.
-double in_world(const platforms::Platform& p, Layout layout, const std::function<double(World&)>& body) {
-  return std::stod(run_in_child([&]() {
-    World world(p, layout);
-    return test_platforms::fmt_double(body(world));
-  }));
-}
-}  // namespace
+using dtsim::test_platforms::in_world;
 
 TEST_CASE("sim::World: compute, transfer and after chain in simulated time", "[sim]") {
   auto p = test_platforms::uniform_star(4, 1e9, 1e-6);

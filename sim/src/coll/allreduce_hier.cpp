@@ -51,7 +51,7 @@ CollectiveAlgorithm allreduce_hier() {
       [](int n) { return 2.0 * (n - 1) / n; },
       hier_bytes,
       [](const UniformNetwork& net, int n, double bytes) {  // one rank per node: the leaders' ring alone
-        return 2.0 * (n - 1) * (net.latency_s + bytes / n / net.bandwidth_Bps);
+        return collective_or_null("allreduce", "ring")->closed_form_s(net, n, bytes);
       },
   };
 }

@@ -31,7 +31,6 @@ constexpr int TREE_SLOTS = 1;
 struct Tree {
   std::vector<int> parent;
   std::vector<std::vector<int>> children;
-  int root = 0;
 };
 
 // In-order balanced binary tree over node positions [lo, hi): the middle is the root of the range.
@@ -68,11 +67,7 @@ Tree rank_tree(const std::vector<std::vector<int>>& groups, const std::vector<in
   for (std::size_t v = 0; v < groups.size(); ++v) {
     const int head = position_of_rank_start[v];
     const int up = node_parent[v];
-    if (up < 0) {
-      t.root = head;
-    } else {
-      t.parent[static_cast<std::size_t>(head)] = position_of_rank_start[static_cast<std::size_t>(up)];
-    }
+    if (up >= 0) t.parent[static_cast<std::size_t>(head)] = position_of_rank_start[static_cast<std::size_t>(up)];
     for (std::size_t i = 1; i < groups[v].size(); ++i)
       t.parent[static_cast<std::size_t>(head) + i] = head + static_cast<int>(i) - 1;
   }
@@ -81,11 +76,12 @@ Tree rank_tree(const std::vector<std::vector<int>>& groups, const std::vector<in
   return t;
 }
 
-int depth_of(const Tree& t) {
+// Edges on the longest path to the root of a tree given by its parent vector.
+int depth_of(const std::vector<int>& parent) {
   int deepest = 0;
-  for (std::size_t p = 0; p < t.parent.size(); ++p) {
+  for (std::size_t p = 0; p < parent.size(); ++p) {
     int d = 0;
-    for (int q = static_cast<int>(p); t.parent[static_cast<std::size_t>(q)] >= 0; q = t.parent[static_cast<std::size_t>(q)]) ++d;
+    for (int q = static_cast<int>(p); parent[static_cast<std::size_t>(q)] >= 0; q = parent[static_cast<std::size_t>(q)]) ++d;
     deepest = std::max(deepest, d);
   }
   return deepest;
@@ -199,7 +195,7 @@ void tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
   double hop_latency_s = 0;
   int flows = 0;
   for (const auto& t : trees) {
-    depth = std::max(depth, depth_of(t));
+    depth = std::max(depth, depth_of(t.parent));
     for (std::size_t p = 0; p < t.parent.size(); ++p)
       if (t.parent[p] >= 0) {
         flows += 2;
@@ -268,12 +264,7 @@ CollectiveAlgorithm allreduce_tree() {
           }
           worst_B = std::max(worst_B, out);
         }
-        for (const auto& t : trees)
-          for (int v = 0; v < n; ++v) {
-            int d = 0;
-            for (int q = v; t[static_cast<std::size_t>(q)] >= 0; q = t[static_cast<std::size_t>(q)]) ++d;
-            depth = std::max(depth, d);
-          }
+        for (const auto& t : trees) depth = std::max(depth, depth_of(t));
         const double chunk_B = std::min(TREE_CHUNK_B, bytes / 2);
         const double chunks = std::ceil(bytes / 2 / chunk_B);
         return worst_B / net.bandwidth_Bps + (chunks - 1) * net.latency_s +

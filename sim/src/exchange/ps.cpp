@@ -41,8 +41,7 @@ class PsExchange final : public Exchange {
       replay_.trace().name_track(TraceRecorder::Group::SERVERS, s, fmt::format("PS shard {} (node {})", s, server_node(s)));
   }
 
-  int forward_gates(int rank, int /*it*/) const override {
-    (void)rank;
+  int forward_gates(int /*rank*/, int /*it*/) const override {
     return 1;  // the parameters (ps-replicated: the leader's copy)
   }
 
