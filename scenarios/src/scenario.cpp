@@ -147,22 +147,26 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   s.threads = non_negative_int("threads");
   s.point.workers_per_node = non_negative_int("workers_per_node");
   auto& p = s.point;
-  try {
-    if (node["strategy"])
-      p.strategy = sim::strategy_by_name(yaml::required<std::string>(node, "strategy", origin, ctx), "strategy");
-    // The framework's defaults first: fusion_mb and cycle_ms below override them when given.
-    if (node["framework"])
-      sim::apply_framework(p, sim::framework_by_name(yaml::required<std::string>(node, "framework", origin, ctx),
-                                                     "framework"));
-    if (node["ps_placement"])
-      p.ps_placement = sim::ps_placement_by_name(yaml::required<std::string>(node, "ps_placement", origin, ctx));
-    if (node["ps_balance"])
-      p.ps_balance = sim::ps_balance_by_name(yaml::required<std::string>(node, "ps_balance", origin, ctx));
-    if (node["data"]) p.data = sim::data_mode_by_name(yaml::required<std::string>(node, "data", origin, ctx));
-    if (node["comm_mode"]) p.comm_mode = sim::comm_mode_by_name(yaml::required<std::string>(node, "comm_mode", origin, ctx));
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", origin.where(node), e.what()));
-  }
+  // A named choice (strategy, framework, ...): an unknown name is an error at that field's line.
+  auto choice = [&](const char* key, const auto& parse) {
+    const auto text = yaml::required<std::string>(node, key, origin, ctx);
+    try {
+      return parse(text);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", origin.where(node[key]), e.what()));
+    }
+  };
+  if (node["strategy"])
+    p.strategy = choice("strategy", [](const std::string& t) { return sim::strategy_by_name(t, "strategy"); });
+  // The framework's defaults first: fusion_mb and cycle_ms below override them when given.
+  if (node["framework"])
+    sim::apply_framework(p, choice("framework", [](const std::string& t) -> const sim::FrameworkProfile& {
+                           return sim::framework_by_name(t, "framework");
+                         }));
+  if (node["ps_placement"]) p.ps_placement = choice("ps_placement", sim::ps_placement_by_name);
+  if (node["ps_balance"]) p.ps_balance = choice("ps_balance", sim::ps_balance_by_name);
+  if (node["data"]) p.data = choice("data", sim::data_mode_by_name);
+  if (node["comm_mode"]) p.comm_mode = choice("comm_mode", sim::comm_mode_by_name);
   if (const auto ps = node["ps"]) {
     if (ps.IsScalar() && ps.Scalar() == "auto") {
       s.ps_auto = true;
@@ -194,11 +198,7 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   }
   s.db_path = resolve_path(yaml::optional<std::string>(node, "calibration_db", "", origin, ctx), origin, false);
   if (node["precision"]) {
-    try {
-      s.precision = calibrate::precision_by_name(yaml::required<std::string>(node, "precision", origin, ctx));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}", origin.where(node["precision"]), e.what()));
-    }
+    s.precision = choice("precision", calibrate::precision_by_name);
   }
   s.allow_oversubscribe = yaml::optional<bool>(node, "allow_oversubscribe", false, origin, ctx);
   p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);  // an output: like --out, from the cwd

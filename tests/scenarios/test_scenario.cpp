@@ -76,6 +76,10 @@ TEST_CASE("scenarios::Scenario: bad fields are one-line errors with file and lin
   CHECK(error_of("model: a\nplatform: b\nbatch: 0\n").find("batch") != std::string::npos);
   CHECK(error_of("model: a\nplatform: b\nworkers: [1, -2]\n").find("workers") != std::string::npos);
   CHECK(error_of("model: a\nplatform: b\nstrategy: magic\n").find("unknown strategy 'magic'") != std::string::npos);
+  // A named choice is blamed on its own line, not the scenario's first.
+  CHECK(error_of("model: a\nplatform: b\nstrategy: magic\n").find("s.yaml:3") != std::string::npos);
+  CHECK(error_of("model: a\nplatform: b\nbatch: 4\nframework: tf\n").find("s.yaml:4: framework: unknown framework 'tf'") !=
+        std::string::npos);
   CHECK(error_of("model: a\nplatform: b\nworkers: [1, 2]\nps: [1, 2, 3]\n").find("ps") != std::string::npos);
   CHECK(error_of("model: a\nplatform: b\nfusion_mb: -1\n").find("fusion_mb") != std::string::npos);
   CHECK(error_of("model: a\nplatform: b\nvariability: {jitter: 1}\n").find("unknown key 'jitter'") != std::string::npos);
