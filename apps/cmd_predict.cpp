@@ -97,24 +97,7 @@ void print(const PredictArgs& a, const scenarios::Scenario& s, const std::vector
   const TextFormat format = parse_text_format(a.format);
   if (format == TextFormat::JSON) {
     nlohmann::json points = nlohmann::json::array();
-    for (const auto& r : rows) {
-      nlohmann::json p{{"workers", r.workers},
-                       {"nodes", r.nodes},
-                       {"ps_servers", r.ps_servers},
-                       {"throughput", r.throughput},
-                       {"efficiency", r.efficiency},
-                       {"iteration_time_s", r.iteration_time_s},
-                       {"breakdown",
-                        {{"compute_s", r.breakdown.compute_s},
-                         {"communication_s", r.breakdown.communication_s},
-                         {"exposed_communication_s", r.breakdown.exposed_communication_s},
-                         {"io_stall_s", r.breakdown.io_stall_s}}},
-                       {"bottleneck", r.bottleneck},
-                       {"inter_node_bytes", r.inter_node_bytes},
-                       {"buckets", r.buckets},
-                       {"wall_s", r.wall_s}};
-      points.push_back(p);
-    }
+    for (const auto& r : rows) points.push_back(sim::to_json(r));
     nlohmann::json doc{{"model", s.model},           {"platform", s.platform},
                        {"strategy", sim::to_string(s.point.strategy)}, {"framework", s.point.framework.name}, {"batch", s.batch},
                        {"points", points}};

@@ -19,6 +19,6 @@ wall = float(sys.argv[3]) - float(sys.argv[2])
 target = 2.0 if int(sys.argv[4]) <= 128 else 5.0
 print(f"resnet50 {p['workers']:>5} workers: CLI wall {wall:5.2f} s (target <= {target:.0f} s, "
       f"{'ok' if wall <= target else 'SLOW'}), simulation {p['wall_s']:.2f} s, {p['buckets']} buckets, "
-      f"{p['throughput']:.0f} img/s, efficiency {p['efficiency']:.3f}")
+      f"{p['throughput_samples_per_s']:.0f} img/s, efficiency {p['efficiency']:.3f}")
 PY
 done

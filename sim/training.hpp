@@ -2,6 +2,7 @@
 // (overlapped with backward), optimizer update and input I/O, replayed in SimGrid for N workers.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -114,9 +115,22 @@ struct PointResult {
   int busiest_nic_server = -1;  // parameter-server shard on that node, or -1
 };
 
-// Serialises a result for the trip from the simulation child process (and back).
-std::string to_json_text(const PointResult& r);
-PointResult point_result_from_json_text(const std::string& text);
+// One field of a result: its name (the JSON key and the CSV column), how to read and write it, and
+// whether a sweep's results.csv shows it (results.jsonl and `--format json` carry every field).
+struct ResultField {
+  const char* name;
+  nlohmann::json (*get)(const PointResult& r);
+  void (*set)(PointResult& r, const nlohmann::json& value);
+  bool in_csv;
+};
+
+// Every field of PointResult, in column order: the one list every serialisation derives from.
+const std::vector<ResultField>& result_fields();
+
+// The one serialisation of a result (the simulation child's reply, results.jsonl, `--format json`).
+nlohmann::json to_json(const PointResult& r);
+// Its inverse. Failure naming the field when one is missing or has the wrong type.
+PointResult point_result_from_json(const nlohmann::json& j);
 
 // Simulates one configuration in a child process. InputError for impossible set-ups.
 PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,

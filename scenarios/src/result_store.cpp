@@ -1,5 +1,5 @@
 // The sweep's result store: durable appends and atomic replaces, the record <-> CSV mapping (columns
-// from result_fields()), and the consolidation that makes results.jsonl/results.csv whole again.
+// from sim::result_fields()), and the consolidation that makes results.jsonl/results.csv whole again.
 #include "scenarios/src/result_store.hpp"
 
 #include <fcntl.h>
@@ -71,6 +71,17 @@ std::string get_text(const json& j, const std::string& key) {
   return v.dump();
 }
 
+// The result columns of results.csv: the fields of the result record that the CSV shows.
+const std::vector<std::string>& csv_result_columns() {
+  static const std::vector<std::string> columns = [] {
+    std::vector<std::string> out;
+    for (const auto& f : sim::result_fields())
+      if (f.in_csv) out.emplace_back(f.name);
+    return out;
+  }();
+  return columns;
+}
+
 // CSV lines of one record (one per result row; one line with the error for a failed point).
 std::string record_csv(const json& rec, const std::vector<std::string>& fields) {
   std::string prefix = csv_cell(get_text(rec, "index")) + "," + csv_cell(get_text(rec, "key"));
@@ -79,12 +90,12 @@ std::string record_csv(const json& rec, const std::vector<std::string>& fields) 
   const std::string status = get_text(rec, "status");
   const json rows = rec.value("rows", json::array());
   if (status != "ok" || rows.empty())
-    return prefix + "," + csv_cell(status) + std::string(result_fields().size() + 1, ',') +
+    return prefix + "," + csv_cell(status) + std::string(csv_result_columns().size() + 1, ',') +
            csv_cell(get_text(rec, "error")) + "\n";
   std::string out;
   for (const auto& r : rows) {
     out += prefix + "," + status;
-    for (const auto& f : result_fields()) out += "," + csv_cell(get_text(r, f.name));
+    for (const auto& c : csv_result_columns()) out += "," + csv_cell(get_text(r, c));
     out += ",\n";
   }
   return out;
@@ -122,40 +133,12 @@ std::vector<json> read_records(const fs::path& path, bool& clean) {
 
 }  // namespace
 
-const std::vector<ResultField>& result_fields() {
-  static const std::vector<ResultField> fields = {
-      {"workers", [](const sim::PointResult& r) { return json(r.workers); }},
-      {"nodes", [](const sim::PointResult& r) { return json(r.nodes); }},
-      {"ps_servers", [](const sim::PointResult& r) { return json(r.ps_servers); }},
-      {"throughput_samples_per_s", [](const sim::PointResult& r) { return json(r.throughput); }},
-      {"efficiency", [](const sim::PointResult& r) { return json(r.efficiency); }},
-      {"iteration_time_s", [](const sim::PointResult& r) { return json(r.iteration_time_s); }},
-      {"compute_s", [](const sim::PointResult& r) { return json(r.breakdown.compute_s); }},
-      {"communication_s", [](const sim::PointResult& r) { return json(r.breakdown.communication_s); }},
-      {"exposed_communication_s", [](const sim::PointResult& r) { return json(r.breakdown.exposed_communication_s); }},
-      {"io_stall_s", [](const sim::PointResult& r) { return json(r.breakdown.io_stall_s); }},
-      {"bottleneck", [](const sim::PointResult& r) { return json(r.bottleneck); }},
-      {"wall_s", [](const sim::PointResult& r) { return json(r.wall_s); }},
-      {"inter_node_bytes", [](const sim::PointResult& r) { return json(r.inter_node_bytes); }},
-      {"intra_node_bytes", [](const sim::PointResult& r) { return json(r.intra_node_bytes); }},
-      {"buckets", [](const sim::PointResult& r) { return json(r.buckets); }},
-      {"activities", [](const sim::PointResult& r) { return json(r.activities); }},
-  };
-  return fields;
-}
-
-json result_to_json(const sim::PointResult& r) {
-  json j = json::object();
-  for (const auto& f : result_fields()) j[f.name] = f.get(r);
-  return j;
-}
-
 std::vector<std::string> sweep_csv_header(const std::vector<std::string>& fields) {
   std::vector<std::string> h = {"index", "key"};
   for (const auto& f : fields) h.push_back("sweep." + f);
   for (const auto& l : LABEL_COLUMNS) h.push_back(l);
   h.emplace_back("status");
-  for (const auto& f : result_fields()) h.emplace_back(f.name);
+  for (const auto& c : csv_result_columns()) h.push_back(c);
   h.emplace_back("error");
   return h;
 }

@@ -15,18 +15,6 @@
 
 namespace dtsim::scenarios {
 
-// One field of a result row: its name in results.jsonl and results.csv, and how to read it.
-struct ResultField {
-  const char* name;
-  nlohmann::json (*get)(const sim::PointResult& r);
-};
-
-// Every field of a result row, in column order: the one list the JSONL rows and the CSV derive from.
-const std::vector<ResultField>& result_fields();
-
-// A result row as the JSON object written to results.jsonl (keys: result_fields() names).
-nlohmann::json result_to_json(const sim::PointResult& r);
-
 // The results of one sweep in one output directory.
 class ResultStore {
  public:

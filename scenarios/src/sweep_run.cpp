@@ -124,7 +124,7 @@ SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin
         const SweepPoint& p = points[mine[k]];
         PointOutcome outcome = run_point(p, origin);
         json rows = json::array();
-        for (const auto& r : outcome.rows) rows.push_back(result_to_json(r));
+        for (const auto& r : outcome.rows) rows.push_back(sim::to_json(r));
         json rec = ResultStore::point_record(p);
         rec["labels"] = outcome.labels;
         rec["status"] = "ok";

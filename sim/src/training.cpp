@@ -3,6 +3,8 @@
 // cost grows with workers x buckets, not with a pre-built DAG (docs/simulation-training.md).
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -401,9 +403,9 @@ PointResult simulate_training(const platforms::Platform& platform, const calibra
     res.flows = world.flows_started();
     res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     if (!point.trace_path.empty()) replay.trace_recorder().write(point.trace_path);
-    return to_json_text(res);
+    return to_json(res).dump();
   });
-  return point_result_from_json_text(text);
+  return point_result_from_json(nlohmann::json::parse(text));
 }
 
 }  // namespace dtsim::sim

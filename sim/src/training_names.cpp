@@ -1,5 +1,5 @@
-// Names of data modes (a CLI contract) and PointResult's JSON round trip, the one serialisation of a
-// result (the simulation child process, sweeps and --format json all use it). Strategy names come from
+// Names of data modes (a CLI contract) and PointResult's field list with its JSON round trip, the one
+// serialisation of a result (the simulation child process, sweeps and --format json all use it). Strategy names come from
 // the exchange and collective tables (src/exchange/table.cpp).
 #include <fmt/format.h>
 
@@ -15,57 +15,67 @@ DataMode data_mode_by_name(const std::string& name) {
   throw InputError(fmt::format("--data: unknown data mode '{}' (expected synthetic or real)", name));
 }
 
-std::string to_json_text(const PointResult& r) {
-  nlohmann::json j{{"workers", r.workers},
-                   {"nodes", r.nodes},
-                   {"ps_servers", r.ps_servers},
-                   {"throughput", r.throughput},
-                   {"efficiency", r.efficiency},
-                   {"iteration_time_s", r.iteration_time_s},
-                   {"compute_s", r.breakdown.compute_s},
-                   {"communication_s", r.breakdown.communication_s},
-                   {"exposed_communication_s", r.breakdown.exposed_communication_s},
-                   {"io_stall_s", r.breakdown.io_stall_s},
-                   {"bottleneck", r.bottleneck},
-                   {"wall_s", r.wall_s},
-                   {"inter_node_bytes", r.inter_node_bytes},
-                   {"intra_node_bytes", r.intra_node_bytes},
-                   {"buckets", r.buckets},
-                   {"activities", r.activities},
-                   {"flows", r.flows},
-                   {"gradient_bytes", r.gradient_bytes},
-                   {"busiest_nic_node", r.busiest_nic_node},
-                   {"busiest_nic_bytes", r.busiest_nic_bytes},
-                   {"busiest_nic_busy", r.busiest_nic_busy},
-                   {"busiest_nic_server", r.busiest_nic_server}};
-  return j.dump();
+namespace {
+
+// A field whose value is the member reached through `Path` (e.g. &PointResult::breakdown,
+// &Breakdown::compute_s): its reader and writer are generated from the member's type.
+template <auto... Path>
+ResultField field(const char* name, bool in_csv = true) {
+  return {name, [](const PointResult& r) { return nlohmann::json((r .* ... .* Path)); },
+          [](PointResult& r, const nlohmann::json& v) {
+            auto& member = (r .* ... .* Path);
+            member = v.get<std::remove_reference_t<decltype(member)>>();
+          },
+          in_csv};
 }
 
-PointResult point_result_from_json_text(const std::string& text) {
-  const auto j = nlohmann::json::parse(text);
+}  // namespace
+
+const std::vector<ResultField>& result_fields() {
+  static const std::vector<ResultField> fields = {
+      field<&PointResult::workers>("workers"),
+      field<&PointResult::nodes>("nodes"),
+      field<&PointResult::ps_servers>("ps_servers"),
+      field<&PointResult::throughput>("throughput_samples_per_s"),
+      field<&PointResult::efficiency>("efficiency"),
+      field<&PointResult::iteration_time_s>("iteration_time_s"),
+      field<&PointResult::breakdown, &Breakdown::compute_s>("compute_s"),
+      field<&PointResult::breakdown, &Breakdown::communication_s>("communication_s"),
+      field<&PointResult::breakdown, &Breakdown::exposed_communication_s>("exposed_communication_s"),
+      field<&PointResult::breakdown, &Breakdown::io_stall_s>("io_stall_s"),
+      field<&PointResult::bottleneck>("bottleneck"),
+      field<&PointResult::wall_s>("wall_s"),
+      field<&PointResult::inter_node_bytes>("inter_node_bytes"),
+      field<&PointResult::intra_node_bytes>("intra_node_bytes"),
+      field<&PointResult::buckets>("buckets"),
+      field<&PointResult::activities>("activities"),
+      // Measured quantities behind the explanation: in results.jsonl and --format json only.
+      field<&PointResult::flows>("flows", false),
+      field<&PointResult::gradient_bytes>("gradient_bytes", false),
+      field<&PointResult::busiest_nic_node>("busiest_nic_node", false),
+      field<&PointResult::busiest_nic_bytes>("busiest_nic_bytes", false),
+      field<&PointResult::busiest_nic_busy>("busiest_nic_busy", false),
+      field<&PointResult::busiest_nic_server>("busiest_nic_server", false),
+  };
+  return fields;
+}
+
+nlohmann::json to_json(const PointResult& r) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& f : result_fields()) j[f.name] = f.get(r);
+  return j;
+}
+
+PointResult point_result_from_json(const nlohmann::json& j) {
   PointResult r;
-  r.workers = j.at("workers").get<int>();
-  r.nodes = j.at("nodes").get<int>();
-  r.ps_servers = j.at("ps_servers").get<int>();
-  r.throughput = j.at("throughput").get<double>();
-  r.efficiency = j.at("efficiency").get<double>();
-  r.iteration_time_s = j.at("iteration_time_s").get<double>();
-  r.breakdown.compute_s = j.at("compute_s").get<double>();
-  r.breakdown.communication_s = j.at("communication_s").get<double>();
-  r.breakdown.exposed_communication_s = j.at("exposed_communication_s").get<double>();
-  r.breakdown.io_stall_s = j.at("io_stall_s").get<double>();
-  r.bottleneck = j.at("bottleneck").get<std::string>();
-  r.wall_s = j.at("wall_s").get<double>();
-  r.inter_node_bytes = j.at("inter_node_bytes").get<double>();
-  r.intra_node_bytes = j.at("intra_node_bytes").get<double>();
-  r.buckets = j.at("buckets").get<int>();
-  r.activities = j.at("activities").get<std::int64_t>();
-  r.flows = j.at("flows").get<std::int64_t>();
-  r.gradient_bytes = j.at("gradient_bytes").get<double>();
-  r.busiest_nic_node = j.at("busiest_nic_node").get<int>();
-  r.busiest_nic_bytes = j.at("busiest_nic_bytes").get<double>();
-  r.busiest_nic_busy = j.at("busiest_nic_busy").get<double>();
-  r.busiest_nic_server = j.at("busiest_nic_server").get<int>();
+  for (const auto& f : result_fields()) {
+    if (!j.is_object() || !j.contains(f.name)) throw Failure(fmt::format("result record: field '{}' is missing", f.name));
+    try {
+      f.set(r, j.at(f.name));
+    } catch (const nlohmann::json::exception&) {
+      throw Failure(fmt::format("result record: field '{}' has the wrong type ({})", f.name, j.at(f.name).dump()));
+    }
+  }
   return r;
 }
 

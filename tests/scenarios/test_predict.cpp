@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "sim/training.hpp"
 #include "tests/support/run_cli.hpp"
 
 using dtsim::test::run_cli;
@@ -23,11 +24,11 @@ TEST_CASE("scenarios::Predict: JSON output follows the contract", "[scenarios][p
   const auto doc = nlohmann::json::parse(r.out);
   REQUIRE(doc["points"].size() == 2);
   for (const auto& p : doc["points"]) {
-    for (const char* k : {"workers", "nodes", "ps_servers", "throughput", "efficiency", "iteration_time_s", "bottleneck"})
-      CHECK(p.contains(k));
-    for (const char* k : {"compute_s", "communication_s", "exposed_communication_s", "io_stall_s"})
-      CHECK(p["breakdown"].contains(k));
-    CHECK(p["throughput"].get<double>() > 0);
+    // A point is the result record itself (sim::to_json): every field, the same keys as results.jsonl.
+    for (const auto& f : dtsim::sim::result_fields()) CHECK(p.contains(f.name));
+    CHECK(p.size() == dtsim::sim::result_fields().size());
+    CHECK(p["throughput_samples_per_s"].get<double>() > 0);
+    CHECK(p["compute_s"].get<double>() > 0);
   }
   CHECK(doc["points"][0]["efficiency"].get<double>() == Approx(1.0));
   CHECK(doc["points"][1]["efficiency"].get<double>() <= 1.0 + 1e-9);
@@ -40,7 +41,7 @@ TEST_CASE("scenarios::Predict: anchor fixes the single-worker throughput", "[sce
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const auto doc = nlohmann::json::parse(r.out);
-  CHECK(doc["points"][0]["throughput"].get<double>() == Approx(138.23).epsilon(0.01));
+  CHECK(doc["points"][0]["throughput_samples_per_s"].get<double>() == Approx(138.23).epsilon(0.01));
 }
 
 TEST_CASE("scenarios::Predict: --explain and --trace", "[scenarios][predict]") {
