@@ -258,11 +258,11 @@ struct NodeBuilder {
 // SimGrid 3.32's dragonfly gives every level the zone's one bandwidth (parallel links merged into one
 // link of n x bandwidth). Its global links are the ones it names "blue_link_between_group_*"; they
 // are re-rated here to group_links x global_link_bandwidth_Bps.
-void rate_global_links(const platforms::Dragonfly& d) {
+void rate_global_links(const platforms::Dragonfly& d, unsigned groups_built) {
   constexpr std::string_view GLOBAL_LINK_PREFIX = "blue_link_between_group_";
   const auto links = s4u::Engine::get_instance()->get_filtered_links(
       [&](s4u::Link* l) { return l->get_name().rfind(GLOBAL_LINK_PREFIX, 0) == 0; });
-  if (links.empty() && d.groups > 1)
+  if (links.empty() && groups_built > 1)
     throw Failure(fmt::format("dragonfly: SimGrid created no links named {}*; the global link bandwidth cannot be set",
                               GLOBAL_LINK_PREFIX));
   for (s4u::Link* l : links) l->set_bandwidth(d.global_link_bandwidth_Bps * d.group_links);
@@ -407,13 +407,19 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       //   group 0 ══ global (optical) ══ group 1 ...   every pair of groups; group_links merged into one
       //     chassis ── chassis_links ── chassis        all-to-all inside a group
       //       router ── router_links ── router         all-to-all inside a chassis; nodes per router
+      // Trimmed to the groups needed, as the fat tree is: leaf ids map to the same group, chassis and
+      // router whatever the group count, and a route between two used groups takes their own global
+      // link, so predictions do not change; SimGrid's link-name checks while it wires the zone cost
+      // links x node zones, which made the whole 14-group machine dominate a 1,024-worker prediction.
       const auto& d = n.dragonfly;
+      const long per_group = static_cast<long>(d.chassis_per_group) * d.routers_per_chassis * d.nodes_per_router;
+      const auto groups = static_cast<unsigned>(std::clamp<long>((total_nodes + per_group - 1) / per_group, 1, d.groups));
       s4u::ClusterCallbacks cb(leaf);
-      s4u::DragonflyParams params({d.groups, d.group_links}, {d.chassis_per_group, d.chassis_links},
+      s4u::DragonflyParams params({groups, d.group_links}, {d.chassis_per_group, d.chassis_links},
                                   {d.routers_per_chassis, d.router_links}, d.nodes_per_router);
       root = s4u::create_dragonfly_zone("cluster", nullptr, params, cb, port_Bps, n.latency_s,
                                         s4u::Link::SharingPolicy::SPLITDUPLEX);
-      if (d.global_link_bandwidth_Bps > 0) rate_global_links(d);
+      if (d.global_link_bandwidth_Bps > 0) rate_global_links(d, groups);
       break;
     }
     case platforms::TopologyKind::TORUS: {

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Link.hpp>
 #include <string>
 
 #include "common/child.hpp"
@@ -110,6 +112,26 @@ TEST_CASE("sim::World: dragonfly global links run at global_link_bandwidth_Bps x
   CHECK(dragonfly_transfer_s(two_links, 2) == Approx(2.0).epsilon(1e-6));
   // Without the field the global links run at link_bandwidth_Bps like every other level.
   CHECK(dragonfly_transfer_s(two_group_dragonfly(0), 2) == Approx(1.0).epsilon(1e-6));
+}
+
+TEST_CASE("sim::World: a dragonfly is built with only the groups the job needs; routes are unchanged", "[sim]") {
+  // Five groups declared, four nodes placed: groups 0 and 1 are built, joined by one global link
+  // (split-duplex: an up and a down link; all five groups would have ten pairs, twenty links).
+  auto five = two_group_dragonfly(0.25e9);
+  five.network.dragonfly.groups = 5;
+  five.nodes = 10;
+  const auto global_links = [](World&) {
+    return static_cast<double>(simgrid::s4u::Engine::get_instance()
+                                   ->get_filtered_links([](simgrid::s4u::Link* l) {
+                                     return l->get_name().rfind("blue_link_between_group_", 0) == 0;
+                                   })
+                                   .size());
+  };
+  CHECK(in_world(five, {4, 1, 0}, global_links) == 2);
+  CHECK(dragonfly_transfer_s(five, 2) == Approx(4.0).epsilon(1e-6));  // still across the global link
+  CHECK(dragonfly_transfer_s(five, 1) == Approx(1.0).epsilon(1e-6));
+  // A job inside one group builds no global link at all.
+  CHECK(in_world(five, {2, 1, 0}, global_links) == 0);
 }
 
 TEST_CASE("sim::World: impossible layouts are input errors", "[sim]") {
