@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <tuple>
@@ -194,8 +195,11 @@ std::string config_header(const ConfigSummary& summary) {
       lo = std::min(lo, c.measured_share);
       hi = std::max(hi, c.measured_share);
     }
-    out += fmt::format("calibration: {:.0f}% to {:.0f}% of the compute from measured entries ({} configurations)\n",
-                       100 * lo, 100 * hi, summary.coverage.size());
+    const std::string share =
+        std::lround(100 * lo) == std::lround(100 * hi) ? fmt::format("{:.0f}%", 100 * lo)
+                                                       : fmt::format("{:.0f}% to {:.0f}%", 100 * lo, 100 * hi);
+    out += fmt::format("calibration: {} of the compute from measured entries ({} model/device configurations)\n",
+                       share, summary.coverage.size());
   }
   const std::string warning = coverage_warning(summary);
   if (!warning.empty()) out += warning + "\n";
