@@ -112,6 +112,14 @@ class PlotTests(unittest.TestCase):
         figs = self.plot(rows_for(strategy="allreduce-ring", servers=(1,)))
         self.assertNotIn("servers", figs)
 
+    def test_servers_plot_for_ps_auto(self):
+        # `ps: auto` picks one server count per worker count: the plot shows each choice.
+        rows = [r for r in rows_for(servers=(1, 2, 4)) if r["ps_servers"] == min(4, max(1, r["workers"] // 8))]
+        figs = self.plot(rows)
+        ax = figs["servers"].axes[0]
+        xs = sorted({x for line in ax.get_lines() for x in line.get_xdata()})
+        self.assertEqual(xs, [1, 2, 4])
+
     def test_script_writes_the_files_it_names(self):
         plot_results.save = self.saved
         with tempfile.TemporaryDirectory() as d:

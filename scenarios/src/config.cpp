@@ -41,11 +41,15 @@ std::string absolute_if_path(const std::string& v) {
 }
 
 // One (key, text) per header field of a scenario, in display order.
-std::vector<std::pair<std::string, std::string>> field_texts(const Scenario& s) {
+// `labels` caches platform_label: a sweep's points mostly share a few platform files.
+std::vector<std::pair<std::string, std::string>> field_texts(const Scenario& s,
+                                                             std::map<std::string, std::string>& labels) {
   const auto& p = s.point;
+  auto label = labels.find(s.platform);
+  if (label == labels.end()) label = labels.emplace(s.platform, platform_label(s.platform)).first;
   std::vector<std::pair<std::string, std::string>> f{
       {"model", s.model},
-      {"platform", platform_label(s.platform)},
+      {"platform", label->second},
       {"workers", join(s.workers)},
       {"batch", fmt::format("{} per worker", s.batch)},
       {"strategy", sim::to_string(p.strategy)},
@@ -133,8 +137,9 @@ ConfigSummary summarize_config(const std::vector<Scenario>& scenarios, const std
   std::vector<std::string> order;
   std::map<std::string, std::vector<std::string>> values;  // distinct values in first-seen order
   std::map<std::string, bool> set_somewhere;
+  std::map<std::string, std::string> labels;
   for (const auto& s : scenarios) {
-    for (const auto& [key, text] : field_texts(s)) {
+    for (const auto& [key, text] : field_texts(s, labels)) {
       if (!values.count(key)) order.push_back(key);
       auto& v = values[key];
       if (std::find(v.begin(), v.end(), text) == v.end()) v.push_back(text);
