@@ -8,6 +8,7 @@
 #include "apps/command.hpp"
 #include "common/errors.hpp"
 #include "common/table.hpp"
+#include "common/text.hpp"
 #include "platforms/platform.hpp"
 #include "sim/comm.hpp"
 
@@ -71,10 +72,13 @@ void run_pattern(const CommOptions& o) {
     std::cout << j.dump(2) << '\n';
     return;
   }
-  Table t({"platform", "pattern", "workers", "bytes", "mode", "time_s", "algbw_GBps", "busbw_GBps", "flows"});
-  t.add_row({platform.name, req.pattern, std::to_string(req.workers), g(req.bytes),
-             sim::to_string(r.mode_used), g(r.time_s), g(r.algbw_Bps / 1e9), g(r.busbw_Bps / 1e9),
-             std::to_string(r.flows)});
+  // The table is read by people (sizes and times with units); CSV keeps bytes and seconds.
+  const bool human = format == TextFormat::TABLE;
+  Table t({"platform", "pattern", "workers", "bytes", "mode", human ? "time" : "time_s", "algbw_GBps", "busbw_GBps",
+           "flows"});
+  t.add_row({platform.name, req.pattern, std::to_string(req.workers), human ? human_bytes(req.bytes) : g(req.bytes),
+             sim::to_string(r.mode_used), human ? human_seconds(r.time_s) : g(r.time_s), g(r.algbw_Bps / 1e9),
+             g(r.busbw_Bps / 1e9), std::to_string(r.flows)});
   t.print(std::cout, format);
 }
 
@@ -102,8 +106,11 @@ void run_pingpong(const CommOptions& o) {
     std::cout << nlohmann::json{{"platform", platform.name}, {"points", arr}}.dump(2) << '\n';
     return;
   }
-  Table t({"bytes", "time_us", "bandwidth_MBps"});
-  for (const auto& p : points) t.add_row({g(p.bytes), g(p.time_s * 1e6), g(p.bandwidth_Bps / 1e6)});
+  const bool human = format == TextFormat::TABLE;
+  Table t({"bytes", human ? "time" : "time_us", "bandwidth_MBps"});
+  for (const auto& p : points)
+    t.add_row({human ? human_bytes(p.bytes) : g(p.bytes), human ? human_seconds(p.time_s) : g(p.time_s * 1e6),
+               g(p.bandwidth_Bps / 1e6)});
   t.print(std::cout, format);
 }
 

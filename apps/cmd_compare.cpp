@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
@@ -11,6 +12,8 @@
 #include "common/table.hpp"
 #include "common/yaml_util.hpp"
 #include "scenarios/compare.hpp"
+#include "scenarios/config.hpp"
+#include "scenarios/scenario.hpp"
 
 namespace dtsim::apps {
 namespace {
@@ -23,7 +26,21 @@ struct CompareArgs {
 
 void run(const CompareArgs& a) {
   const TextFormat format = parse_text_format(a.format);
-  const auto platforms = scenarios::parse_platform_list(a.platforms);
+  auto platforms = scenarios::parse_platform_list(a.platforms);
+  // A platform file named on the command line is relative to the working directory, not to the
+  // scenario's folder (where the scenario's own paths resolve): make it absolute before it goes in.
+  for (auto& p : platforms)
+    if (p.find('/') != std::string::npos || p.ends_with(".yaml") || p.ends_with(".yml"))
+      p = std::filesystem::absolute(p).lexically_normal().string();
+  // Results name platforms by their name: field, so two files with one name would share a row label.
+  std::map<std::string, std::string> by_label;
+  for (const auto& p : platforms) {
+    const auto [it, fresh] = by_label.emplace(scenarios::platform_label(p), p);
+    if (!fresh)
+      throw InputError(fmt::format("--platforms: '{}' and '{}' are both named '{}'; give each platform file its own "
+                                   "name: field",
+                                   it->second, p, it->first));
+  }
   const yaml::Origin origin{a.scenario};
   const YAML::Node node = yaml::load_file(a.scenario);
   if (!node.IsMap()) throw InputError(fmt::format("{}: a scenario must be a map of fields", a.scenario));
@@ -40,6 +57,12 @@ void run(const CompareArgs& a) {
   if (s.mpi_rank != 0) return;
   if (s.interrupted) throw Failure(fmt::format("interrupted: finished platforms are kept in {}", s.jsonl_path));
   const Table t = scenarios::results_table(opt.out_dir, points);
+  std::vector<scenarios::Scenario> parsed;
+  for (const auto& p : points) parsed.push_back(scenarios::parse_scenario_node(p.node, origin));
+  const auto config = scenarios::summarize_config(parsed);
+  if (const auto warning = scenarios::coverage_warning(config); !warning.empty())
+    std::cerr << "dtsim: " << warning << '\n';
+  if (format == TextFormat::TABLE) std::cout << scenarios::config_header(config);
   if (format == TextFormat::JSON) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : t.rows()) {
@@ -52,7 +75,9 @@ void run(const CompareArgs& a) {
     t.print(std::cout, format);
   }
   if (!a.no_plot) {
-    const std::string files = scenarios::run_plots(opt.out_dir, opt.out_dir);
+    const auto& first = parsed.front();
+    const std::string files = scenarios::run_plots(
+        opt.out_dir, opt.out_dir, {"--name", first.description.empty() ? first.name : first.description});
     if (format == TextFormat::TABLE) std::cout << "results: " << s.csv_path << "\nplots:\n" << files;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -11,6 +12,8 @@
 #include "apps/command.hpp"
 #include "common/errors.hpp"
 #include "common/table.hpp"
+#include "common/text.hpp"
+#include "scenarios/config.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace dtsim::apps {
@@ -21,13 +24,29 @@ constexpr double S_PER_MS = 1e-3;
 
 struct PredictArgs {
   std::string scenario, model, platform, workers, strategy, framework, ps, ps_placement, ps_balance, data, format = "table",
-                                                                                                 out, trace, precision;
+                                                                                                 out, trace, precision,
+                                                                                                 dump_config;
   int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
   bool explain = false, no_overlap = false, allow_oversubscribe = false;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
+
+// The scenario fields set by flags ("--fusion-mb" -> "fusion_mb").
+std::set<std::string> given_fields(const PredictArgs& a) {
+  std::set<std::string> out;
+  for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
+                           "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
+                           "--no-overlap", "--data", "--anchor", "--iterations", "--trace", "--framework",
+                           "--precision"}) {
+    if (!a.given(flag)) continue;
+    std::string field(flag + 2);
+    std::replace(field.begin(), field.end(), '-', '_');
+    out.insert(field == "no_overlap" ? "overlap" : field);
+  }
+  return out;
+}
 
 scenarios::Scenario build_scenario(const PredictArgs& a) {
   scenarios::Scenario s;
@@ -77,14 +96,7 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   }
   if (a.given("--trace")) s.point.trace_path = a.trace;
   // A flag replaces the file's value: errors about it then name the flag, not the file.
-  for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
-                           "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
-                           "--no-overlap", "--data", "--anchor", "--iterations", "--trace", "--framework"}) {
-    if (!a.given(flag)) continue;
-    std::string field(flag + 2);
-    std::replace(field.begin(), field.end(), '-', '_');
-    s.field_origin.erase(field);
-  }
+  for (const std::string& field : given_fields(a)) s.field_origin.erase(field);
   if (a.given("--precision")) s.precision = calibrate::precision_by_name(a.precision);
   if (a.allow_oversubscribe) s.allow_oversubscribe = true;
   return s;
@@ -92,8 +104,8 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
 
 std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
 
-void print(const PredictArgs& a, const scenarios::Scenario& s, const std::vector<sim::PointResult>& rows,
-           std::ostream& out) {
+void print(const PredictArgs& a, const scenarios::Scenario& s, const scenarios::ConfigSummary& config,
+           const std::vector<sim::PointResult>& rows, std::ostream& out) {
   const TextFormat format = parse_text_format(a.format);
   if (format == TextFormat::JSON) {
     nlohmann::json points = nlohmann::json::array();
@@ -101,38 +113,58 @@ void print(const PredictArgs& a, const scenarios::Scenario& s, const std::vector
     nlohmann::json doc{{"model", s.model},           {"platform", s.platform},
                        {"strategy", sim::to_string(s.point.strategy)}, {"framework", s.point.framework.name}, {"batch", s.batch},
                        {"points", points}};
+    doc["config"] = scenarios::config_json(config);
     out << doc.dump(2) << '\n';
     return;
   }
-  std::vector<std::string> header{"workers", "nodes", "ps", "throughput", "efficiency", "iteration_s",
-                                  "compute_s", "comm_s", "exposed_comm_s", "io_stall_s"};
+  // People read the table: the configuration header first, times with units; CSV keeps seconds.
+  const bool human = format == TextFormat::TABLE;
+  if (human) out << scenarios::config_header(config);
+  const std::string unit = human ? "" : "_s";
+  std::vector<std::string> header{"workers", "nodes", "ps", "throughput", "efficiency", "iteration" + unit,
+                                  "compute" + unit, "comm" + unit, "exposed_comm" + unit, "io_stall" + unit};
   if (a.explain) header.push_back("bottleneck");
+  auto time = [&](double v) { return human ? human_seconds(v) : fixed(v, 4); };
   Table table(header);
   for (const auto& r : rows) {
     std::vector<std::string> row{std::to_string(r.workers), std::to_string(r.nodes), std::to_string(r.ps_servers),
-                                 fixed(r.throughput, 1), fixed(r.efficiency, 3), fixed(r.iteration_time_s, 4),
-                                 fixed(r.breakdown.compute_s, 4), fixed(r.breakdown.communication_s, 4),
-                                 fixed(r.breakdown.exposed_communication_s, 4), fixed(r.breakdown.io_stall_s, 4)};
+                                 fixed(r.throughput, 1), fixed(r.efficiency, 3), time(r.iteration_time_s),
+                                 time(r.breakdown.compute_s), time(r.breakdown.communication_s),
+                                 time(r.breakdown.exposed_communication_s), time(r.breakdown.io_stall_s)};
     if (a.explain) row.push_back(r.bottleneck);
     table.add_row(std::move(row));
   }
   table.print(out, format);
 }
 
+void write_text_file(const std::string& path, const std::string& text, const char* flag) {
+  std::ofstream file(path);
+  if (!file) throw InputError(fmt::format("{}: cannot write '{}'", flag, path));
+  file << text;
+  if (!file) throw Failure(fmt::format("{}: error while writing '{}'", flag, path));
+}
+
 void run(const PredictArgs& a) {
   (void)parse_text_format(a.format);  // reject a bad --format before simulating anything
   const scenarios::Scenario s = build_scenario(a);
+  if (!a.dump_config.empty()) {
+    scenarios::check_scenario(s);
+    const std::string yaml = scenarios::scenario_to_yaml(s);
+    if (a.dump_config == "-") std::cout << yaml;
+    else write_text_file(a.dump_config, yaml, "--dump-config");
+    return;
+  }
   const auto rows = scenarios::predict_scenario(s);
+  const auto config = scenarios::summarize_config({s}, given_fields(a));
+  if (const auto warning = scenarios::coverage_warning(config); !warning.empty())
+    std::cerr << "dtsim: " << warning << '\n';
   if (a.out.empty()) {
-    print(a, s, rows, std::cout);
+    print(a, s, config, rows, std::cout);
     return;
   }
   std::ostringstream text;
-  print(a, s, rows, text);
-  std::ofstream file(a.out);
-  if (!file) throw InputError(fmt::format("--out: cannot write '{}'", a.out));
-  file << text.str();
-  if (!file) throw Failure(fmt::format("--out: error while writing '{}'", a.out));
+  print(a, s, config, rows, text);
+  write_text_file(a.out, text.str(), "--out");
 }
 
 const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
@@ -168,6 +200,9 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--out", a->out, "Write the output to this file instead of stdout");
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace of one iteration of the last point");
   cmd->add_flag("--explain", a->explain, "Name each point's bottleneck in plain words");
+  cmd->add_option("--dump-config", a->dump_config,
+                  "Write the fully resolved scenario as YAML to this file ('-' = stdout) and exit without predicting; "
+                  "`dtsim predict FILE` and `dtsim sweep FILE` load it again");
   cmd->callback([a] { run(*a); });
 });
 

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "apps/command.hpp"
 #include "common/errors.hpp"
 #include "common/yaml_util.hpp"
+#include "scenarios/config.hpp"
+#include "scenarios/scenario.hpp"
 #include "scenarios/sweep.hpp"
 
 namespace dtsim::apps {
@@ -16,6 +19,7 @@ namespace {
 struct SweepArgs {
   std::string scenario;
   std::string out;
+  std::string dump_config;
   int jobs = 1;
   bool retry_failed = false;
   bool quiet = false;
@@ -30,6 +34,18 @@ void run(const SweepArgs& a) {
   const scenarios::SweepSpec spec = scenarios::parse_sweep(node["sweep"], origin);
   const auto points = scenarios::expand_sweep(node, spec, origin);
   scenarios::validate_points(points, origin);
+  if (!a.dump_config.empty()) {
+    const std::string yaml = scenarios::scenario_to_yaml(scenarios::parse_scenario_node(node, origin), node["sweep"]);
+    if (a.dump_config == "-") {
+      std::cout << yaml;
+      return;
+    }
+    std::ofstream file(a.dump_config);
+    if (!file) throw InputError(fmt::format("--dump-config: cannot write '{}'", a.dump_config));
+    file << yaml;
+    if (!file) throw Failure(fmt::format("--dump-config: error while writing '{}'", a.dump_config));
+    return;
+  }
   if (a.list) {
     for (const auto& p : points) std::cout << p.index << ' ' << p.id << ' ' << p.key << '\n';
     return;
@@ -42,13 +58,23 @@ void run(const SweepArgs& a) {
   opt.retry_failed = a.retry_failed;
   const auto s = scenarios::run_sweep(points, origin, opt, scenarios::predict_point);
   if (s.mpi_rank != 0) return;
+  std::vector<scenarios::Scenario> parsed;
+  for (const auto& p : points) parsed.push_back(scenarios::parse_scenario_node(p.node, origin));
+  const auto config = scenarios::summarize_config(parsed);
+  std::cout << scenarios::config_header(config);
+  if (const auto warning = scenarios::coverage_warning(config); !warning.empty())
+    std::cerr << "dtsim: " << warning << '\n';
   std::cout << fmt::format("sweep {}: {} points ({} already done, {} run now{}, {} with errors) -> {}\n", a.scenario,
                            s.total, s.skipped, s.ran, s.mpi_ranks > 1 ? fmt::format(" on {} MPI ranks", s.mpi_ranks) : "",
                            s.failed, s.csv_path);
   if (s.interrupted)
     throw Failure(fmt::format("interrupted: finished points are kept in {}; run the same command again to finish",
                               s.jsonl_path));
-  if (a.plot) std::cout << scenarios::run_plots(opt.out_dir, opt.out_dir);
+  // Plots are titled with the scenario's description (else its name).
+  const auto& first = parsed.front();
+  if (a.plot)
+    std::cout << scenarios::run_plots(opt.out_dir, opt.out_dir,
+                                      {"--name", first.description.empty() ? first.name : first.description});
 }
 
 const CommandRegistrar registrar("sweep", 40, [](CLI::App& root) {
@@ -64,6 +90,9 @@ const CommandRegistrar registrar("sweep", 40, [](CLI::App& root) {
   cmd->add_flag("--quiet", args->quiet, "No progress line on stderr");
   cmd->add_flag("--plot", args->plot, "Write the plots (plots/plot_results.py) into --out when done");
   cmd->add_flag("--list", args->list, "Only list the points (index, id, key) and exit");
+  cmd->add_option("--dump-config", args->dump_config,
+                  "Write the fully resolved scenario (every default written out, file paths absolute, the sweep "
+                  "block kept) as YAML to this file ('-' = stdout) and exit");
   cmd->callback([args] { run(*args); });
 });
 

@@ -8,6 +8,7 @@
 
 #include "apps/command.hpp"
 #include "common/errors.hpp"
+#include "common/paths.hpp"
 #include "common/text.hpp"
 
 namespace dtsim::apps {
@@ -45,6 +46,10 @@ int main(int argc, char** argv) {
   CLI::App app{"dtsim: simulate and predict distributed deep-learning training", "dtsim"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dtsim 0.1.0");
+  app.footer(fmt::format("Data (platforms, devices, calibration, scenarios): {}\n"
+                         "  found as $DTSIM_DATA_DIR if set, else <prefix>/share/dtsim beside an installed dtsim, "
+                         "else the source tree it was built from.",
+                         dtsim::data_dir().string()));
   try {
     dtsim::apps::setup_all(app);
     app.parse(argc, argv);

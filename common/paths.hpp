@@ -1,11 +1,16 @@
-// Where dtsim finds its shipped data (platforms, devices, calibration data, scenarios).
+// Where dtsim finds its shipped data (platforms, devices, calibration data, scenarios, plot script).
 #pragma once
 #include <filesystem>
 #include <string>
 
 namespace dtsim {
 
-// The project data root: $DTSIM_DATA_DIR if set, else the source tree dtsim was built from.
+// The folder of the running executable (from /proc/self/exe); empty if it cannot be read.
+std::filesystem::path executable_dir();
+// The installed data folder (<prefix>/share/dtsim, found from the binary's folder) when it holds platforms/devices.yaml (an installed dtsim), else empty.
+std::filesystem::path installed_data_dir();
+// The project data root: $DTSIM_DATA_DIR if set, else the installed data beside the binary
+// (<prefix>/share/dtsim), else the source tree dtsim was built from.
 std::filesystem::path data_dir();
 // The published reference material: $DTSIM_REFERENCE_DIR, else <data_dir>/../shared/reference.
 std::filesystem::path reference_dir();

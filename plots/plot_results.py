@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import LogFormatter  # noqa: E402
 
 LABEL_COLUMNS = ["model", "platform", "strategy", "batch", "data"]
 BREAKDOWN = [("compute_s", "compute (fwd+bwd+update)", "#4c72b0"),
@@ -20,6 +21,36 @@ BREAKDOWN = [("compute_s", "compute (fwd+bwd+update)", "#4c72b0"),
              ("io_stall_s", "input I/O stall", "#55a868")]
 MAX_SERIES = 12
 MAX_BARS = 48
+HEADROOM = 1.08  # breakdown axes reach this factor above the tallest bar or marker
+PS_STRATEGIES = ("ps", "ps-replicated", "ps-async")
+
+
+def plural(n, noun):
+    """'1 worker', '2 workers'."""
+    n = int(n) if float(n).is_integer() else n
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def plain_number(v, _pos=None):
+    """Tick label without exponents: 1, 2, 64, 1,500, 0.5."""
+    if v >= 1 and float(v).is_integer():
+        return f"{int(v):,}"
+    return f"{v:g}"
+
+
+class PlainLogFormatter(LogFormatter):
+    """Labels the ticks matplotlib's log formatter would label (minor ones too on a short axis), as
+    plain numbers."""
+
+    def __call__(self, x, pos=None):
+        return plain_number(x) if super().__call__(x, pos) else ""
+
+
+def plain_log_axis(axis):
+    """A log axis labelled 1, 2, 4 ... 64 (not 2^0 ... 2^6, not 10^2)."""
+    base = axis.get_transform().base
+    axis.set_major_formatter(PlainLogFormatter(base=base))
+    axis.set_minor_formatter(PlainLogFormatter(base=base, labelOnlyBase=False))
 
 
 def fail(msg, code=2):
@@ -74,8 +105,10 @@ def group(rows, cols):
 
 
 def title_of(rows, name):
+    """The plot's kind and the scenario's description (or name) on the first line, then the labels
+    shared by every row (model, platform ...)."""
     fixed = [f"{c} {rows[0][c]}" for c in LABEL_COLUMNS if rows[0].get(c) and len({r.get(c) for r in rows}) == 1]
-    return f"{name}: " + ", ".join(fixed) if fixed else name
+    return f"{name}\n" + ", ".join(fixed) if fixed else name
 
 
 def plot_scaling(rows, groups, out_dir, name, written):
@@ -94,6 +127,8 @@ def plot_scaling(rows, groups, out_dir, name, written):
     ax.plot([], [], "k:", alpha=0.6, label="ideal (linear from the smallest point)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    plain_log_axis(ax.xaxis)
+    plain_log_axis(ax.yaxis)
     ax.set_xlabel("workers (GPUs or processes)")
     ax.set_ylabel("throughput (samples/s, whole job)")
     ax.set_title(title_of(rows, f"Scaling - {name}"), fontsize=10)
@@ -119,6 +154,7 @@ def plot_efficiency(rows, groups, out_dir, name, written):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
     ax.axhline(100, color="k", ls=":", alpha=0.6, label="ideal")
     ax.set_xscale("log", base=2)
+    plain_log_axis(ax.xaxis)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("workers (GPUs or processes)")
     ax.set_ylabel("scaling efficiency (%)")
@@ -135,6 +171,7 @@ def plot_breakdown(rows, groups, out_dir, name, written):
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1, 3.4 * nrows + 1), sharey=True, squeeze=False)
+    top = 0.0
     for k, (label, rs) in enumerate(items):
         ax = axes[k // ncols][k % ncols]
         if len(rs) > MAX_BARS:
@@ -147,6 +184,7 @@ def plot_breakdown(rows, groups, out_dir, name, written):
             bottom = [b + v for b, v in zip(bottom, vals)]
         it = [1000 * (to_float(r.get("iteration_time_s")) or 0) for r in rs]
         ax.plot(x, it, "k_", markersize=12, mew=2, label="simulated iteration time")
+        top = max(top, *bottom, *it)
         ax.set_xticks(x)
         ax.set_xticklabels([r["workers"] for r in rs], fontsize=8)
         ax.set_title(label.replace(", ", "\n") if len(label) > 40 else label, fontsize=8)
@@ -157,6 +195,8 @@ def plot_breakdown(rows, groups, out_dir, name, written):
             ax.set_xlabel("workers")
     for k in range(n, nrows * ncols):
         axes[k // ncols][k % ncols].axis("off")
+    # The shared y axis reaches above the tallest stack in any panel: no bar is cut at the top.
+    axes[0][0].set_ylim(0, top * HEADROOM if top > 0 else 1)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(title_of(rows, f"Time per iteration - {name}"), fontsize=10)
@@ -169,6 +209,7 @@ def plot_platforms(rows, out_dir, name, written):
     workers = sorted({to_float(r["workers"]) for r in rows if to_float(r["workers"])})
     fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(platforms) * max(1, len(workers)) / 2 + 3), 5))
     width = 0.8 / max(1, len(workers))
+    top = 0.0
     for j, w in enumerate(workers):
         vals = []
         for p in platforms:
@@ -176,10 +217,12 @@ def plot_platforms(rows, out_dir, name, written):
                      if r["platform"] == p and to_float(r["workers"]) == w]
             vals.append(max(match) if match else 0)
         xs = [i + (j - (len(workers) - 1) / 2) * width for i in range(len(platforms))]
-        b = ax.bar(xs, vals, width=width, label=f"{int(w)} workers")
+        b = ax.bar(xs, vals, width=width, label=plural(w, "worker"))
         ax.bar_label(b, fmt="%.0f", fontsize=7)
+        top = max([top] + vals)
     ax.set_xticks(range(len(platforms)))
     ax.set_xticklabels(platforms, rotation=20, ha="right")
+    ax.set_ylim(0, top * HEADROOM if top > 0 else 1)  # room for the value labels above the bars
     ax.set_ylabel("throughput (samples/s, whole job)")
     others = [short(c) for c in series_columns(rows) if c not in ("platform", "sweep.platform")]
     best = f" (best over {', '.join(others)})" if others else ""
@@ -187,6 +230,35 @@ def plot_platforms(rows, out_dir, name, written):
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     save(fig, out_dir, "platforms", written)
+
+
+def ps_rows(rows):
+    """Parameter-server rows with a server count."""
+    return [r for r in rows if r.get("strategy", "") in PS_STRATEGIES and to_float(r.get("ps_servers"))]
+
+
+def plot_servers(rows, out_dir, name, written):
+    """Throughput against the number of parameter servers ("how many servers do I need?"): one line
+    per worker count (and per other swept field); a `ps: auto` sweep shows the count it chose."""
+    rows = ps_rows(rows)
+    cols = [c for c in series_columns(rows) if c not in ("sweep.ps",)]
+    lines = {}
+    for r in rows:
+        key = ", ".join([plural(to_float(r["workers"]), "worker")] + [f"{short(c)}={r.get(c, '')}" for c in cols])
+        lines.setdefault(key, []).append(r)
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for label, rs in list(lines.items())[:MAX_SERIES]:
+        pts = sorted((to_float(r["ps_servers"]), to_float(r["throughput_samples_per_s"])) for r in rs)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
+    ax.set_xscale("log", base=2)
+    plain_log_axis(ax.xaxis)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("parameter servers")
+    ax.set_ylabel("throughput (samples/s, whole job)")
+    ax.set_title(title_of(rows, f"Throughput vs parameter servers - {name}"), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "servers", written)
 
 
 def plot_accuracy(rows, out_dir, written):
@@ -210,6 +282,8 @@ def plot_accuracy(rows, out_dir, written):
     ax.fill_between(xs, [x * 0.9 for x in xs], [x * 1.1 for x in xs], color="k", alpha=0.08, label="+-10%")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_axis(ax.xaxis)
+    plain_log_axis(ax.yaxis)
     ax.set_xlabel("measured throughput (images/s)")
     ax.set_ylabel("dtsim predicted throughput (images/s)")
     ax.set_title("Predicted vs measured (open-measurements.yaml)", fontsize=10)
@@ -229,6 +303,8 @@ def plot_accuracy(rows, out_dir, written):
             ax.plot(w, [to_float(r["predicted"]) for r in vs], "-", color=c, label=f"dtsim {variant}".strip())
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        plain_log_axis(ax.xaxis)
+        plain_log_axis(ax.yaxis)
         ax.set_xlabel("workers (GPUs)")
         ax.set_ylabel("throughput (images/s)")
         ax.set_title(f"{s}: measured (markers) vs dtsim (lines)", fontsize=10)
@@ -241,7 +317,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", help="sweep/compare output directory, results.csv, or accuracy.csv")
     ap.add_argument("--out", default=None, help="directory for the PNG/SVG files (default: beside the input)")
-    ap.add_argument("--name", default=None, help="name used in plot titles (default: the directory name)")
+    ap.add_argument("--name", default=None,
+                    help="title of the plots, e.g. the scenario's description (default: the directory name)")
     args = ap.parse_args()
     path = args.results
     if os.path.isdir(path):
@@ -272,6 +349,8 @@ def main():
         plot_breakdown(ok, groups, out_dir, name, written)
         if len({r.get("platform", "") for r in ok}) > 1:
             plot_platforms(ok, out_dir, name, written)
+        if len({r["ps_servers"] for r in ps_rows(ok)}) > 1:
+            plot_servers(ok, out_dir, name, written)
     for p in written:
         print(p)
 

@@ -25,8 +25,11 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 #include "calibrate/src/cudnn_backend.hpp"
+#include "common/paths.hpp"
 #endif
 
 namespace dtsim::calibrate {
@@ -41,10 +44,20 @@ constexpr std::size_t WINDOW_PASSES = 32;
 constexpr std::int64_t WINDOW_BYTES = std::int64_t{512} << 20;
 
 #ifdef DTSIM_HAVE_CUDNN
-// Loads libdtsim_cudnn.so ($DTSIM_CUDNN_PLUGIN, else where the build put it) and runs its entry point.
+// libdtsim_cudnn.so: $DTSIM_CUDNN_PLUGIN, else the installed one (<prefix>/lib/dtsim, found from the
+// binary's folder), else where the build put it.
+std::string cudnn_plugin_path() {
+  if (const char* env = std::getenv("DTSIM_CUDNN_PLUGIN"); env != nullptr && *env != '\0') return env;
+  const auto bin = executable_dir();
+  const auto installed = (bin / DTSIM_INSTALL_BIN_TO_PLUGIN).lexically_normal();
+  std::error_code ec;
+  if (!bin.empty() && std::filesystem::is_regular_file(installed, ec)) return installed.string();
+  return DTSIM_CUDNN_PLUGIN;
+}
+
+// Loads the cuDNN plugin and runs its entry point.
 CalibrateSummary run_cudnn_plugin(const models::Model& model, const CalibrateOptions& options) {
-  const char* env = std::getenv("DTSIM_CUDNN_PLUGIN");
-  const std::string path = (env != nullptr && *env != '\0') ? env : DTSIM_CUDNN_PLUGIN;
+  const std::string path = cudnn_plugin_path();
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr)
     throw Failure(fmt::format("--backend cudnn: cannot load the cuDNN plugin {}: {}", path, ::dlerror()));

@@ -2,15 +2,41 @@
 #include "common/paths.hpp"
 
 #include <cstdlib>
+#include <system_error>
 
 namespace dtsim {
+namespace {
 
-std::filesystem::path data_dir() {
+namespace fs = std::filesystem;
+
+// A data root holds at least the device catalog; an install without it is not one.
+bool is_data_root(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "platforms" / "devices.yaml", ec);
+}
+
+}  // namespace
+
+fs::path executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+fs::path installed_data_dir() {
+  const fs::path bin = executable_dir();
+  if (bin.empty()) return {};
+  const fs::path share = (bin / DTSIM_INSTALL_BIN_TO_DATA).lexically_normal();
+  return is_data_root(share) ? share : fs::path();
+}
+
+fs::path data_dir() {
   if (const char* env = std::getenv("DTSIM_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  if (fs::path installed = installed_data_dir(); !installed.empty()) return installed;
   return DTSIM_SOURCE_DATA_DIR;
 }
 
-std::filesystem::path reference_dir() {
+fs::path reference_dir() {
   if (const char* env = std::getenv("DTSIM_REFERENCE_DIR"); env != nullptr && *env != '\0') return env;
   return (data_dir() / ".." / "shared" / "reference").lexically_normal();
 }

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <cmath>
+
 namespace dtsim {
 
 std::string printable(std::string_view text, std::size_t max_chars) {
@@ -24,6 +27,50 @@ std::string printable(std::string_view text, std::size_t max_chars) {
       out += c;
   }
   return out;
+}
+
+namespace {
+
+// `value` in the largest unit of `units` (each `step` times the previous) that keeps it >= 1, with
+// 3 significant digits; a value that rounds up to `step` moves to the next unit.
+template <std::size_t N>
+std::string three_digits(double value, double step, const std::array<const char*, N>& units, std::size_t first) {
+  if (!std::isfinite(value) || value < 0) return fmt::format("{}", value);
+  std::size_t u = first;
+  while (u + 1 < N && value >= step) {
+    value /= step;
+    ++u;
+  }
+  if (value == 0) return fmt::format("0 {}", units[first]);
+  for (;;) {
+    const int decimals = value < 9.995 ? 2 : value < 99.95 ? 1 : 0;
+    if (u + 1 < N && std::round(value) >= step) {
+      value /= step;
+      ++u;
+      continue;
+    }
+    return fmt::format("{:.{}f} {}", value, decimals, units[u]);
+  }
+}
+
+}  // namespace
+
+std::string human_bytes(double bytes) {
+  static constexpr std::array<const char*, 6> UNITS{"B", "kB", "MB", "GB", "TB", "PB"};
+  if (std::isfinite(bytes) && bytes >= 0 && bytes < 1000) return fmt::format("{:.0f} B", bytes);
+  return three_digits(bytes, 1000.0, UNITS, 0);
+}
+
+std::string human_seconds(double seconds) {
+  static constexpr std::array<const char*, 4> UNITS{"ns", "us", "ms", "s"};
+  if (!std::isfinite(seconds) || seconds < 0) return fmt::format("{}", seconds);
+  if (seconds == 0) return "0 s";
+  // Start from nanoseconds so that every value lands in the largest unit that keeps it >= 1.
+  return three_digits(seconds * 1e9, 1000.0, UNITS, 0);
+}
+
+std::string plural(long long count, std::string_view noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
 }
 
 }  // namespace dtsim

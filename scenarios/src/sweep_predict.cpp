@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "common/errors.hpp"
+#include "scenarios/config.hpp"
 #include "scenarios/scenario.hpp"
 #include "scenarios/sweep.hpp"
 
@@ -22,7 +23,7 @@ PointOutcome predict_point(const SweepPoint& point, const yaml::Origin& origin) 
   const Scenario scenario = parse_point(point, origin);
   PointOutcome outcome;
   outcome.labels["model"] = scenario.model;
-  outcome.labels["platform"] = scenario.platform;
+  outcome.labels["platform"] = platform_label(scenario.platform);  // its name:, not the file path
   outcome.labels["strategy"] = sim::to_string(scenario.point.strategy);
   outcome.labels["batch"] = std::to_string(scenario.batch);
   outcome.labels["data"] = scenario.point.data == sim::DataMode::REAL ? "real" : "synthetic";
