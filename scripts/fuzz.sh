@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Builds (clang, ASan+UBSan, libFuzzer) and runs dtsim's loader fuzz targets: docs/fuzzing.md.
-#   scripts/fuzz.sh [--runs N] [--time S] [--seed N] [--fresh] [--build-dir DIR] [--no-build|--build-only] [TARGET...]
+#   scripts/fuzz.sh [--runs N] [--time S] [--seed N] [--fresh] [--build-dir DIR] [--work-dir DIR]
+#                    [--no-build|--build-only] [TARGET...]
 # TARGET is one of: model_yaml platform_yaml device_catalog scenario_yaml calibration_db (default: all).
 # Each target starts from its seed corpus (the shipped files + fuzz/seeds/) and keeps what it learns in
-# <build-dir>/fuzz/work/<target>/corpus (--fresh empties it first). A crash, leak, sanitizer report,
-# timeout or out-of-memory leaves its input in <build-dir>/fuzz/work/<target>/artifacts/ and exits 1.
+# <work-dir>/<target>/corpus (default work-dir: <build-dir>/fuzz/work; --fresh empties it first). A crash,
+# leak, sanitizer report, timeout or out-of-memory leaves its input in <work-dir>/<target>/artifacts/
+# and makes the script exit 1.
 set -euo pipefail
+# The braces make bash read the whole script before running it, so editing it cannot upset a long run.
+{
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
@@ -15,6 +19,7 @@ max_time=0        # seconds per target; 0 = no limit but --runs
 seed=0            # 0 = libFuzzer picks one
 fresh=0
 build_dir=build-fuzz
+work_dir=""
 do_build=1
 do_run=1
 targets=()
@@ -25,9 +30,10 @@ while [ $# -gt 0 ]; do
     --seed) seed="$2"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
+    --work-dir) work_dir="$2"; shift 2 ;;
     --no-build) do_build=0; shift ;;
     --build-only) do_run=0; shift ;;
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -81,7 +87,7 @@ summary=()
 for t in "${targets[@]}"; do
   bin="$build_dir/fuzz/dtsim_fuzz_$t"
   [ -x "$bin" ] || { echo "fuzz.sh: $bin is not built (run without --no-build)" >&2; exit 2; }
-  work="$build_dir/fuzz/work/$t"
+  work="${work_dir:-$build_dir/fuzz/work}/$t"
   corpus="$work/corpus"
   seeds="$work/seeds"
   artifacts="$work/artifacts/"
@@ -112,3 +118,4 @@ for t in "${targets[@]}"; do
 done
 printf 'fuzz.sh: %s\n' "${summary[@]}"
 exit $status
+}
