@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and runs the whole test suite under ctest.
+# Installs dependencies, builds, and runs the whole test suite under ctest; then, where clang and
+# libFuzzer are installed, a short fixed run of each loader fuzz target (docs/fuzzing.md;
+# DTSIM_CI_FUZZ=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-cd build
-ctest --output-on-failure -j "${DTSIM_TEST_JOBS:-2}" --timeout 600
+(cd build && ctest --output-on-failure -j "${DTSIM_TEST_JOBS:-2}" --timeout 600)
+if [ "${DTSIM_CI_FUZZ:-1}" = 0 ]; then exit 0; fi
+if ! command -v clang++ >/dev/null || ! compgen -G '/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null; then
+  echo "test.sh: fuzz targets skipped: clang and libfuzzer-14-dev are not installed"
+  exit 0
+fi
+bash scripts/fuzz.sh --build-only
+cd build-fuzz
+ctest --output-on-failure -j "${DTSIM_TEST_JOBS:-2}" -L fuzz

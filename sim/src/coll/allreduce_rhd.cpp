@@ -72,7 +72,8 @@ void rhd_start(World& w, const std::vector<int>& ranks, double bytes, CommMode /
     }
     st->arrived[partner] = false;
     const double size = st->steps.size(s, st->bytes);
-    for (auto [src, dst] : {std::pair{r, partner}, std::pair{partner, r}}) {
+    for (const auto& ends : {std::pair{r, partner}, std::pair{partner, r}}) {
+      const int src = ends.first, dst = ends.second;  // named copies: clang 14 cannot capture bindings
       w.transfer(st->hosts[src], st->hosts[dst], size, [st, self, src, dst, s]() {
         const auto bit = std::uint64_t{1} << s;
         st->sent_mask[src] |= bit;
