@@ -23,12 +23,11 @@ constexpr double BYTES_PER_MB = 1024.0 * 1024.0;
 constexpr double S_PER_MS = 1e-3;
 
 struct PredictArgs {
-  std::string scenario, model, platform, workers, strategy, framework, ps, ps_placement, ps_balance, data, format = "table",
-                                                                                                 out, trace, precision,
-                                                                                                 dump_config;
+  std::string scenario, model, platform, workers, strategy, framework, collective_library, ps, ps_placement, ps_balance,
+      data, format = "table", out, trace, precision, dump_config;
   int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
-  bool explain = false, no_overlap = false, allow_oversubscribe = false;
+  bool explain = false, no_overlap = false, allow_oversubscribe = false, no_variability = false;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
@@ -39,7 +38,7 @@ std::set<std::string> given_fields(const PredictArgs& a) {
   for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
                            "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
                            "--no-overlap", "--data", "--anchor", "--iterations", "--trace", "--framework",
-                           "--precision"}) {
+                           "--precision", "--collective-library"}) {
     if (!a.given(flag)) continue;
     std::string field(flag + 2);
     std::replace(field.begin(), field.end(), '-', '_');
@@ -75,6 +74,10 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   if (a.given("--ps-placement")) s.point.ps_placement = sim::ps_placement_by_name(a.ps_placement);
   if (a.given("--ps-balance")) s.point.ps_balance = sim::ps_balance_by_name(a.ps_balance);
   if (a.given("--framework")) sim::apply_framework(s.point, sim::framework_by_name(a.framework));  // flags below override
+  if (a.given("--collective-library")) {
+    sim::check_collective_library(a.collective_library);
+    s.point.collective_library = a.collective_library;
+  }
   if (a.given("--fusion-mb")) {
     if (!(a.fusion_mb >= 0) || a.fusion_mb > 1e6)
       throw InputError(fmt::format("--fusion-mb: expected 0..1e6 MiB, got {}", a.fusion_mb));
@@ -85,6 +88,7 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
     s.point.cycle_s = a.cycle_ms * S_PER_MS;
   }
   if (a.given("--no-overlap")) s.point.overlap = false;
+  if (a.no_variability) s.point.variability = sim::Variability{};
   if (a.given("--data")) s.point.data = sim::data_mode_by_name(a.data);
   if (a.given("--anchor")) {
     if (!(a.anchor > 0)) throw InputError(fmt::format("--anchor: expected a throughput > 0 samples/s, got {}", a.anchor));
@@ -186,9 +190,15 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--framework", a->framework,
                   "Framework runtime profile (sets fusion and cycle defaults; docs/frameworks.md), one of:\n" +
                       sim::framework_help());
+  cmd->add_option("--collective-library", a->collective_library,
+                  "Collective library picking each allreduce's algorithm (allreduce-auto) and protocol "
+                  "(docs/collective-libraries.md; default none), one of:\n" +
+                      sim::collective_library_help());
   cmd->add_option("--fusion-mb", a->fusion_mb, "Gradient fusion threshold in MiB (0 = one exchange per layer)");
   cmd->add_option("--cycle-ms", a->cycle_ms, "Horovod cycle time in ms (0 = exchange as soon as ready)");
   cmd->add_flag("--no-overlap", a->no_overlap, "Start gradient exchange only after the whole backward pass");
+  cmd->add_flag("--no-variability", a->no_variability,
+                "Clear the scenario's variability (jitter, stragglers): every worker computes alike");
   cmd->add_option("--data", a->data, "synthetic|real (real: read input from the platform's storage)");
   cmd->add_option("--anchor", a->anchor, "Measured single-worker throughput (samples/s) fixing the compute scale");
   cmd->add_option("--iterations", a->iterations, "Simulated iterations (the first is warm-up)");

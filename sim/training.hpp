@@ -14,7 +14,8 @@ namespace dtsim::sim {
 
 // A strategy is an exchange family ("allreduce", "ps", "ps-replicated", "ps-async",
 // "data-parallel-single-node") plus, for families that run a collective, its algorithm ("ring", "tree",
-// ...): "allreduce-ring". Names, help and errors come from the exchange and collective tables.
+// ...): "allreduce-ring", or "auto" (the collective library picks per call). Names, help and errors come
+// from the exchange and collective tables.
 struct Strategy {
   std::string exchange = "allreduce";
   std::string collective = "ring";  // empty for families without a collective
@@ -30,15 +31,28 @@ std::string strategy_help();
 bool uses_servers(const Strategy& s);     // parameter servers: --ps, placement and balance apply
 bool single_node_only(const Strategy& s); // every worker on one node
 
+// Collective libraries (NCCL, Open MPI tuned, MVAPICH2, Gloo; docs/collective-libraries.md): the library
+// picks each allreduce's algorithm (strategy allreduce-auto) and protocol. "none" is the default.
+std::string collective_library_names();  // "none, nccl-2.7, ..."
+std::string collective_library_help();   // one line per library
+// InputError naming `what` and listing the names when `name` is not a library.
+void check_collective_library(const std::string& name, const std::string& what = "--collective-library");
+
 enum class DataMode { SYNTHETIC, REAL };
 DataMode data_mode_by_name(const std::string& name);
 
+// Per-worker, per-iteration compute variation (off by default: no published per-step time distribution
+// has been found to source a default; README Known gaps). `--no-variability` clears a scenario's.
 struct Variability {
-  double jitter_cv = 0;           // coefficient of variation of each worker's compute time
+  double jitter_cv = 0;           // coefficient of variation of each worker's compute time (log-normal, mean 1)
   double straggler_probability = 0;  // per worker and iteration
   double straggler_slowdown = 1;  // compute multiplier of a straggler
   std::uint64_t seed = 1;
 };
+
+// Expected maximum over n workers of the log-normal jitter factor with coefficient of variation cv
+// (numerical integral): what synchronous training pays per iteration for jitter alone.
+double expected_max_lognormal_factor(int n, double cv);
 
 // What a framework's runtime adds around each collective (docs/frameworks.md).
 struct FrameworkRuntime {
@@ -73,6 +87,7 @@ struct TrainingPoint {
   double cycle_s = 0;                        // Horovod cycle time; 0 = exchange as soon as ready
   bool overlap = true;                       // exchange buckets during the remaining backward
   FrameworkRuntime framework;                // what the framework's runtime adds around each collective
+  std::string collective_library = "none";   // picks algorithm and protocol per allreduce call
   DataMode data = DataMode::SYNTHETIC;
   double sample_bytes = 0;                   // real data: bytes read per sample
   int prefetch_depth = 2;                    // batches read ahead

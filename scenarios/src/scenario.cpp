@@ -109,7 +109,7 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   const char* ctx = "scenario";
   yaml::check_keys(node,
                    {"name", "description", "model", "platform", "workers", "batch", "input_h", "input_w", "classes",
-                    "workers_per_node", "threads", "strategy", "framework", "ps", "ps_placement", "ps_balance", "fusion_mb",
+                    "workers_per_node", "threads", "strategy", "framework", "collective_library", "ps", "ps_placement", "ps_balance", "fusion_mb",
                     "cycle_ms", "overlap", "data", "sample_bytes", "prefetch_depth", "metadata_ops_per_sample",
                     "preprocess_ms_per_sample", "iterations", "anchor", "calibration_db", "comm_mode", "trace",
                     "variability", "precision", "allow_oversubscribe", "sweep"},
@@ -163,6 +163,11 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
     sim::apply_framework(p, choice("framework", [](const std::string& t) -> const sim::FrameworkProfile& {
                            return sim::framework_by_name(t, "framework");
                          }));
+  if (node["collective_library"])
+    p.collective_library = choice("collective_library", [](const std::string& t) {
+      sim::check_collective_library(t, "collective_library");
+      return t;
+    });
   if (node["ps_placement"]) p.ps_placement = choice("ps_placement", sim::ps_placement_by_name);
   if (node["ps_balance"]) p.ps_balance = choice("ps_balance", sim::ps_balance_by_name);
   if (node["data"]) p.data = choice("data", sim::data_mode_by_name);

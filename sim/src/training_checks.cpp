@@ -75,6 +75,7 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
   }
   if (!finite_non_negative(point.input_bytes_per_sample) || !finite_non_negative(point.output_bytes_per_sample))
     throw InputError("input/output bytes per sample must be >= 0");
+  check_collective_library(point.collective_library, "collective_library");
   const auto& v = point.variability;
   if (!finite_non_negative(v.jitter_cv) || v.jitter_cv > MAX_JITTER_CV)
     throw InputError(fmt::format("variability.jitter_cv: expected 0..{}, got {}", MAX_JITTER_CV, v.jitter_cv));

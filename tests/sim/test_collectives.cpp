@@ -101,7 +101,7 @@ TEST_CASE("sim::Collective: rhd exchanges the largest half at distance 1 (inside
 }
 
 TEST_CASE("sim::Collective: names come from the tables; unknown names are errors", "[sim][coll]") {
-  CHECK(collective_names("allreduce") == "ring, tree, rhd, hier");
+  CHECK(collective_names("allreduce") == "ring, tree, rhd, hier, rd");
   const auto names = strategy_names();
   CHECK(std::find(names.begin(), names.end(), "allreduce-tree") != names.end());
   CHECK(std::find(names.begin(), names.end(), "ps-async") != names.end());

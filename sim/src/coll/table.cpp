@@ -14,6 +14,7 @@ CollectiveAlgorithm allreduce_ring();
 CollectiveAlgorithm allreduce_tree();
 CollectiveAlgorithm allreduce_rhd();
 CollectiveAlgorithm allreduce_hier();
+CollectiveAlgorithm allreduce_rd();
 CollectiveAlgorithm broadcast_binomial();
 
 const std::vector<CollectiveAlgorithm>& collective_table() {
@@ -22,6 +23,7 @@ const std::vector<CollectiveAlgorithm>& collective_table() {
       allreduce_tree(),
       allreduce_rhd(),
       allreduce_hier(),
+      allreduce_rd(),
       broadcast_binomial(),
   };
   return table;

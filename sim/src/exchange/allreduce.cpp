@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "sim/src/coll/collective.hpp"
+#include "sim/src/coll/library.hpp"
 #include "sim/src/exchange/exchange.hpp"
 
 namespace dtsim::sim {
@@ -25,8 +26,10 @@ class AllreduceExchange final : public Exchange {
  public:
   AllreduceExchange(ReplayServices& replay, const Strategy& strategy)
       : Exchange(replay),
-        algorithm_(collective_by_name("allreduce", strategy.collective, "--strategy")),
+        library_(collective_library_by_name(replay.point().collective_library, "--collective-library")),
+        forced_(strategy.collective == "auto" ? "" : strategy.collective),
         ranks_(static_cast<std::size_t>(replay.workers())) {
+    if (!forced_.empty()) (void)collective_by_name("allreduce", forced_, "--strategy");
     std::iota(ranks_.begin(), ranks_.end(), 0);
     int tensors = 0;
     for (const auto& l : replay.profile().layers) tensors += l.grad_bytes > 0 ? 1 : 0;
@@ -103,8 +106,11 @@ class AllreduceExchange final : public Exchange {
     const double t0 = w.now();
     const double bytes = replay_.plan().buckets[k].bytes;
     const auto& layout = replay_.layout();
+    const LibraryCall call = library_call(replay_.platform(), replay_.workers(), layout.nodes, bytes);
+    const LibraryChoice choice = library_.choose(call, forced_);
     if (replay_.workers() > 1) {
-      const auto split = algorithm_.bytes_moved({replay_.workers(), layout.nodes, layout.workers_per_node}, bytes);
+      const auto& algorithm = collective_by_name("allreduce", choice.algorithm, "collective library " + library_.name);
+      const auto split = algorithm.bytes_moved({replay_.workers(), layout.nodes, layout.workers_per_node}, bytes);
       replay_.count_collective_bytes(split.inter_node_B, split.intra_node_B);
     }
     auto done = [this, it, k, t0] {
@@ -127,7 +133,7 @@ class AllreduceExchange final : public Exchange {
     // buffer, the collective, and the copy back out (only fused buckets of several tensors are copied).
     const auto& fw = replay_.point().framework;
     const double copy_s = fw.fusion_copies && replay_.plan().buckets[k].layers.size() > 1 ? bytes * copy_s_per_B_ : 0;
-    auto collective = [this, bytes, copy_s, done = std::move(done)]() mutable {
+    auto collective = [this, call, copy_s, done = std::move(done)]() mutable {
       auto& world = replay_.world();
       auto copy_out = [&world, copy_s, done = std::move(done)]() mutable {
         if (copy_s > 0) {
@@ -136,8 +142,9 @@ class AllreduceExchange final : public Exchange {
           done();
         }
       };
-      auto run = [this, bytes, copy_out = std::move(copy_out)]() mutable {
-        start_collective(replay_.world(), algorithm_, ranks_, bytes, replay_.point().comm_mode, std::move(copy_out));
+      auto run = [this, call, copy_out = std::move(copy_out)]() mutable {
+        start_library_allreduce(replay_.world(), library_, call, ranks_, forced_, replay_.point().comm_mode,
+                                std::move(copy_out));
       };
       if (copy_s > 0) {
         world.after(copy_s, std::move(run));
@@ -160,7 +167,8 @@ class AllreduceExchange final : public Exchange {
     replay_.update_and_end(rank, it);
   }
 
-  const CollectiveAlgorithm& algorithm_;
+  const CollectiveLibrary& library_;
+  std::string forced_;  // the strategy's algorithm; empty: the library picks (allreduce-auto)
   double negotiation_B_ = 0;  // bytes of one negotiation allreduce
   double copy_s_per_B_ = 0;   // seconds per byte of one fusion-buffer copy
   std::vector<int> ranks_;

@@ -7,6 +7,10 @@
 #include "sim/src/exchange/exchange.hpp"
 
 namespace dtsim::sim {
+namespace {
+// The strategy suffix that leaves the algorithm to the collective library.
+constexpr const char* AUTO_COLLECTIVE = "auto";
+}  // namespace
 
 const std::vector<ExchangeFamily>& exchange_table() {
   static const std::vector<ExchangeFamily> table{
@@ -39,6 +43,7 @@ std::vector<std::string> strategy_names() {
     }
     for (const auto& a : collective_table())
       if (a.operation == "allreduce") names.push_back(f.name + "-" + a.name);
+    names.push_back(f.name + "-" + AUTO_COLLECTIVE);
   }
   return names;
 }
@@ -52,6 +57,8 @@ std::string strategy_help() {
     }
     for (const auto& a : collective_table())
       if (a.operation == "allreduce") out += fmt::format("  {}-{}: {}; {}\n", f.name, a.name, f.description, a.description);
+    out += fmt::format("  {}-{}: {}; the collective library (--collective-library) picks per call\n", f.name,
+                       AUTO_COLLECTIVE, f.description);
   }
   return out;
 }
@@ -63,8 +70,9 @@ Strategy strategy_by_name(const std::string& name, const std::string& what) {
       continue;
     }
     const std::string prefix = f.name + "-";
-    if (name.rfind(prefix, 0) == 0 && collective_or_null("allreduce", name.substr(prefix.size())))
-      return {f.name, name.substr(prefix.size())};
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string algorithm = name.substr(prefix.size());
+    if (algorithm == AUTO_COLLECTIVE || collective_or_null("allreduce", algorithm)) return {f.name, algorithm};
   }
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;

@@ -1,0 +1,94 @@
+// The collective-library table: one row per library file. Adding a library is one file, one row here
+// and its closed-form tests (tests/sim/test_collective_libraries.cpp); docs/collective-libraries.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/errors.hpp"
+#include "platforms/platform.hpp"
+#include "sim/src/coll/library.hpp"
+#include "sim/src/world.hpp"
+#include "sim/training.hpp"
+
+namespace dtsim::sim {
+
+CollectiveLibrary library_none();
+CollectiveLibrary library_nccl();
+CollectiveLibrary library_openmpi();
+CollectiveLibrary library_mvapich2();
+CollectiveLibrary library_gloo();
+
+const std::vector<CollectiveLibrary>& collective_library_table() {
+  static const std::vector<CollectiveLibrary> table{
+      library_none(), library_nccl(), library_openmpi(), library_mvapich2(), library_gloo(),
+  };
+  return table;
+}
+
+std::string collective_library_names() {
+  std::string out;
+  for (const auto& l : collective_library_table()) out += (out.empty() ? "" : ", ") + l.name;
+  return out;
+}
+
+std::string collective_library_help() {
+  std::string out;
+  for (const auto& l : collective_library_table()) out += fmt::format("  {}: {}\n", l.name, l.description);
+  return out;
+}
+
+const CollectiveLibrary& collective_library_by_name(const std::string& name, const std::string& what) {
+  for (const auto& l : collective_library_table())
+    if (l.name == name) return l;
+  throw InputError(fmt::format("{}: unknown collective library '{}' (expected one of: {})", what, name,
+                               collective_library_names()));
+}
+
+void check_collective_library(const std::string& name, const std::string& what) {
+  (void)collective_library_by_name(name, what);
+}
+
+LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes) {
+  using platforms::IntraNodeKind;
+  const auto& intra = platform.node.intra;
+  const bool nvlink = intra.kind == IntraNodeKind::NVLINK_HYBRID_CUBE_MESH || intra.kind == IntraNodeKind::NVLINK ||
+                      intra.kind == IntraNodeKind::NVSWITCH;
+  LibraryCall c;
+  c.bytes = bytes;
+  c.ranks = ranks;
+  c.nodes = std::max(1, nodes);
+  c.intra_nvlink = nvlink;
+  const double bricks = intra.kind == IntraNodeKind::NVSWITCH ? std::max(1, intra.links_per_gpu)
+                        : nvlink                               ? std::max(1, intra.links_per_pair)
+                                                               : 1;
+  c.intra_bandwidth_Bps = intra.link_bandwidth_Bps * bricks;
+  c.inter_bandwidth_Bps =
+      platform.network.link_bandwidth_Bps * platform.network.protocol_efficiency * std::max(1, platform.node.nics);
+  // NCCL 2.7 tuning.cc: LL128 on by default only on Volta/Ampere with NVLink inside the node and, across
+  // nodes, a NIC the GPU reaches directly (GPUDirect RDMA: dtsim's `rdma` transport on a GPU platform).
+  const std::string& gpu = platform.node.gpu;
+  const bool volta_or_ampere = gpu.rfind("v100", 0) == 0 || gpu.rfind("a100", 0) == 0;
+  c.ll128_capable = volta_or_ampere && nvlink && (c.nodes == 1 || platform.network.transport == "rdma");
+  return c;
+}
+
+void start_library_allreduce(World& world, const CollectiveLibrary& library, const LibraryCall& call,
+                             const std::vector<int>& ranks, const std::string& forced, CommMode mode, Done done,
+                             LibraryChoice* chosen) {
+  const LibraryChoice choice = library.choose(call, forced);
+  if (chosen) *chosen = choice;
+  const auto& algorithm = collective_by_name("allreduce", choice.algorithm, "collective library " + library.name);
+  if (!(choice.bandwidth_efficiency > 0 && choice.bandwidth_efficiency <= 1))
+    throw Failure(fmt::format("collective library {}: bandwidth efficiency {} (internal error)", library.name,
+                              choice.bandwidth_efficiency));
+  const double wire_B = call.bytes / choice.bandwidth_efficiency;
+  if (ranks.size() < 2 || choice.call_latency_s <= 0) {
+    start_collective(world, algorithm, ranks, wire_B, mode, std::move(done));
+    return;
+  }
+  world.after(choice.call_latency_s, [&world, &algorithm, ranks, wire_B, mode, done = std::move(done)]() mutable {
+    start_collective(world, algorithm, ranks, wire_B, mode, std::move(done));
+  });
+}
+
+}  // namespace dtsim::sim

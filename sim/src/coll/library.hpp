@@ -1,0 +1,59 @@
+// Internal to sim/: the collective-library table. A library (NCCL, Open MPI's tuned component,
+// MVAPICH2, Gloo) picks, for each allreduce call, the algorithm of the collective table and, where it
+// has them, a protocol with its bandwidth efficiency and per-call latency, by message size and
+// rank/node count as the real library does. One file per library, one row in libraries.cpp;
+// sources and thresholds in docs/collective-libraries.md.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/src/coll/collective.hpp"
+
+namespace dtsim::platforms {
+struct Platform;
+}
+
+namespace dtsim::sim {
+
+// What a library sees of one call: the communicator and the hardware it detected at init.
+struct LibraryCall {
+  double bytes = 0;
+  int ranks = 1;
+  int nodes = 1;
+  double intra_bandwidth_Bps = 0;  // one rank's path to its intra-node peers (NVLink bricks, PCIe, memory)
+  double inter_bandwidth_Bps = 0;  // one node's payload bandwidth to the network (all NICs)
+  bool intra_nvlink = false;       // GPUs joined by NVLink (NCCL's NVLINK hardware class)
+  bool ll128_capable = false;      // NCCL enables LL128 by default (Volta/Ampere, NVLink, GPUDirect NIC)
+  int ranks_per_node() const { return nodes > 0 ? (ranks + nodes - 1) / nodes : ranks; }
+};
+
+// The library's decision for one call.
+struct LibraryChoice {
+  std::string algorithm;              // a name of the collective table's allreduce rows ("ring", "tree", "rd", ...)
+  std::string protocol = "-";         // NCCL: LL, LL128 or Simple; "-" where the library has none
+  double bandwidth_efficiency = 1.0;  // payload fraction of the bandwidth the protocol reaches
+  double call_latency_s = 0;          // software latency the library adds once per call
+};
+
+struct CollectiveLibrary {
+  std::string name;
+  std::string description;  // one line for --help and docs
+  // The choice for `call`; `forced` is the algorithm the strategy names ("" = the library picks).
+  std::function<LibraryChoice(const LibraryCall& call, const std::string& forced)> choose;
+};
+
+const std::vector<CollectiveLibrary>& collective_library_table();
+// The library `name`, or InputError naming `what` and listing the names.
+const CollectiveLibrary& collective_library_by_name(const std::string& name, const std::string& what);
+
+// The call a library sees on `platform` for `bytes` over `ranks` ranks on `nodes` nodes.
+LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes);
+
+// Starts one allreduce as the library runs it: the library's call latency, then the chosen algorithm
+// over `ranks` with bytes / efficiency on the wire. `chosen` (optional) receives the decision.
+void start_library_allreduce(World& world, const CollectiveLibrary& library, const LibraryCall& call,
+                             const std::vector<int>& ranks, const std::string& forced, CommMode mode, Done done,
+                             LibraryChoice* chosen = nullptr);
+
+}  // namespace dtsim::sim

@@ -1,0 +1,127 @@
+// Tests of the collective-library table (sim/src/coll/library.hpp): each library's choice against its
+// documented thresholds, NCCL's model in closed form, and a protocol's simulated cost on a uniform network.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "common/errors.hpp"
+#include "sim/src/coll/library.hpp"
+#include "sim/training.hpp"
+#include "tests/sim/world_test_support.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace dtsim::sim {
+double nccl_model_time_s(const LibraryCall& c, int algorithm, int protocol);  // lib_nccl.cpp
+}
+
+namespace {
+constexpr int TREE = 0, RING = 1;
+constexpr int LL = 0, SIMPLE = 2;
+constexpr double US = 1e-6;
+
+LibraryCall call(double bytes, int ranks, int nodes, double bw_Bps) {
+  LibraryCall c;
+  c.bytes = bytes;
+  c.ranks = ranks;
+  c.nodes = nodes;
+  c.intra_bandwidth_Bps = 1000 * bw_Bps;
+  c.inter_bandwidth_Bps = bw_Bps;
+  return c;
+}
+
+LibraryChoice choose(const std::string& library, const LibraryCall& c, const std::string& forced = "") {
+  return collective_library_by_name(library, "test").choose(c, forced);
+}
+}  // namespace
+
+TEST_CASE("sim::CollectiveLibrary: NCCL's model in closed form (tuning.cc constants)", "[sim][coll][library]") {
+  const double bw = 12.5e9;
+  const auto c = call(1048576, 64, 64, bw);  // 1 MiB over 64 nodes, one GPU each
+  // Ring Simple: base 8.4 us + 126 network steps of 9.6 us, x1.9 (1 MiB >= 64/16 x 64 KiB), algbw = bus x n/2(n-1).
+  CHECK(nccl_model_time_s(c, RING, SIMPLE) ==
+        Approx((8.4 + 126 * 9.6) * 1.9 * US + 1048576 / (bw * 64 / 126.0)));
+  // Ring LL: base 3.6 us + 126 x 2.7 us, a quarter of the bus bandwidth.
+  CHECK(nccl_model_time_s(c, RING, LL) == Approx((3.6 + 126 * 2.7) * US + 1048576 / (bw / 4 * 64 / 126.0)));
+  // Tree Simple: 2 x log2(64) network hops of 50 us, 0.9 x bus, half per tree, x0.5 correction at 2^14 x 64 B.
+  CHECK(nccl_model_time_s(c, TREE, SIMPLE) == Approx(2 * 6 * 50 * US + 1048576 / (bw * 0.9 * 0.5 * 0.5)));
+  // LL128 is off unless the hardware qualifies.
+  CHECK(std::isinf(nccl_model_time_s(c, RING, 1)));
+}
+
+TEST_CASE("sim::CollectiveLibrary: NCCL picks LL for small, tree at scale, ring Simple for large", "[sim][coll][library]") {
+  const double bw = 12.5e9;
+  const auto small = choose("nccl-2.7", call(4096, 16, 16, bw));
+  CHECK(small.protocol == "LL");
+  CHECK(small.bandwidth_efficiency == Approx(0.25).margin(0.02));
+  const auto large = choose("nccl-2.7", call(256e6, 16, 16, bw));
+  CHECK(large.algorithm == "ring");
+  CHECK(large.protocol == "Simple");
+  CHECK(large.bandwidth_efficiency == 1.0);
+  CHECK(large.call_latency_s == Approx(8.4e-6));
+  // 64 nodes, 1 MiB: tree Simple (973 us) beats ring LL (1004 us) and ring Simple (2480 us) in the model.
+  const auto mid = choose("nccl-2.7", call(1048576, 64, 64, bw));
+  CHECK(mid.algorithm == "tree");
+  CHECK(mid.protocol == "Simple");
+  // NCCL_ALGO=Ring: the protocol is still chosen.
+  CHECK(choose("nccl-2.7", call(4096, 16, 16, bw), "ring").protocol == "LL");
+  CHECK(choose("nccl-2.7", call(1048576, 64, 64, bw), "ring").algorithm == "ring");
+  // An algorithm NCCL does not have runs as named, without a protocol.
+  CHECK(choose("nccl-2.7", call(4096, 16, 16, bw), "rhd").algorithm == "rhd");
+}
+
+TEST_CASE("sim::CollectiveLibrary: Open MPI's fixed rule switches at 10,000 bytes", "[sim][coll][library]") {
+  CHECK(choose("openmpi-4.0", call(9999, 32, 32, 1e9)).algorithm == "rd");
+  CHECK(choose("openmpi-4.0", call(10000, 32, 32, 1e9)).algorithm == "ring");
+  CHECK(choose("openmpi-4.0", call(1e9, 32, 32, 1e9)).algorithm == "ring");  // segmented ring
+  CHECK(choose("openmpi-4.0", call(100, 32, 32, 1e9), "rhd").algorithm == "rhd");
+}
+
+TEST_CASE("sim::CollectiveLibrary: MVAPICH2's Stampede table by rank count and size", "[sim][coll][library]") {
+  CHECK(choose("mvapich2-2.3", call(1024, 16, 16, 1e9)).algorithm == "rd");
+  CHECK(choose("mvapich2-2.3", call(1025, 16, 16, 1e9)).algorithm == "rhd");
+  CHECK(choose("mvapich2-2.3", call(16384, 17, 17, 1e9)).algorithm == "rd");  // the 32-process row
+  CHECK(choose("mvapich2-2.3", call(16385, 512, 32, 1e9)).algorithm == "rhd");
+  CHECK(choose("mvapich2-2.3", call(8192, 1000, 100, 1e9)).algorithm == "rd");
+  CHECK(choose("mvapich2-2.3", call(8193, 1000, 100, 1e9)).algorithm == "rhd");
+  CHECK(choose("mvapich2-2.3", call(4097, 5000, 500, 1e9)).algorithm == "rhd");  // beyond the last row: its rule
+}
+
+TEST_CASE("sim::CollectiveLibrary: Gloo and none run the ring; names and errors", "[sim][coll][library]") {
+  CHECK(choose("gloo", call(100, 8, 8, 1e9)).algorithm == "ring");
+  CHECK(choose("none", call(100, 8, 8, 1e9)).algorithm == "ring");
+  CHECK(choose("none", call(100, 8, 8, 1e9), "tree").algorithm == "tree");
+  CHECK_THROWS_AS(collective_library_by_name("nccl-9", "--collective-library"), InputError);
+  CHECK_THROWS_WITH(check_collective_library("nccl-9"), Catch::Contains("nccl-2.7") && Catch::Contains("--collective-library"));
+  CHECK(strategy_by_name("allreduce-auto").collective == "auto");
+  CHECK(collective_library_help().find("openmpi-4.0") != std::string::npos);
+}
+
+TEST_CASE("sim::CollectiveLibrary: a protocol's transfer takes its latency + S / (bw x efficiency)", "[sim][coll][library]") {
+  constexpr double BW = 1.25e9, LAT = 5e-6;
+  const auto p = test_platforms::uniform_star(2, BW, LAT);
+  const auto& nccl = collective_library_by_name("nccl-2.7", "test");
+  for (double bytes : {4096.0, 64e6}) {
+    const auto c = library_call(p, 2, 2, bytes);
+    const auto choice = nccl.choose(c, "ring");
+    double t = test_platforms::in_world(p, {2, 1}, [&](World& w) {
+      double end = -1;
+      start_library_allreduce(w, nccl, c, {0, 1}, "ring", CommMode::FINE, [&] { end = w.now(); });
+      w.run();
+      return end;
+    });
+    // Ring of 2: 2 steps of S/2 at bw x efficiency, each paying the route's 2 x LAT; the call latency first.
+    const double expected = choice.call_latency_s + 2 * (2 * LAT + bytes / 2 / (BW * choice.bandwidth_efficiency));
+    INFO(bytes << " B, protocol " << choice.protocol);
+    CHECK(choice.protocol == (bytes < 1e5 ? "LL" : "Simple"));
+    CHECK(t == Approx(expected).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("sim::Collective: recursive doubling crosses nodes only at distances >= ranks per node", "[sim][coll]") {
+  const auto& rd = *collective_or_null("allreduce", "rd");
+  const auto split = rd.bytes_moved({8, 2, 4}, 1e6);  // distances 1, 2 inside a node, 4 across
+  CHECK(split.inter_node_B == Approx(8 * 1e6));
+  CHECK(split.intra_node_B == Approx(16 * 1e6));
+}
