@@ -11,6 +11,7 @@
 #include "apps/command.hpp"
 #include "common/errors.hpp"
 #include "common/table.hpp"
+#include "platforms/transport.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace dtsim::apps {
@@ -20,11 +21,11 @@ constexpr double BYTES_PER_MB = 1024.0 * 1024.0;
 constexpr double S_PER_MS = 1e-3;
 
 struct PredictArgs {
-  std::string scenario, model, platform, workers, strategy, framework, ps, ps_placement, ps_balance, data, format = "table",
+  std::string scenario, model, platform, workers, strategy, framework, ps, ps_placement, ps_balance, ps_transport, data, format = "table",
                                                                                                  out, trace, precision;
   int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
-  bool explain = false, no_overlap = false, allow_oversubscribe = false;
+  bool explain = false, no_overlap = false, no_interference = false, allow_oversubscribe = false;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
@@ -55,6 +56,9 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   if (a.given("--ps")) scenarios::set_ps_text(s, a.ps, "--ps");
   if (a.given("--ps-placement")) s.point.ps_placement = sim::ps_placement_by_name(a.ps_placement);
   if (a.given("--ps-balance")) s.point.ps_balance = sim::ps_balance_by_name(a.ps_balance);
+  if (a.given("--ps-transport"))
+    s.point.ps_transport =
+        platforms::transport_by_name(a.ps_transport, platforms::TransportScope::RPC).name;  // error lists the names
   if (a.given("--framework")) sim::apply_framework(s.point, sim::framework_by_name(a.framework));  // flags below override
   if (a.given("--fusion-mb")) {
     if (!(a.fusion_mb >= 0) || a.fusion_mb > 1e6)
@@ -66,6 +70,7 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
     s.point.cycle_s = a.cycle_ms * S_PER_MS;
   }
   if (a.given("--no-overlap")) s.point.overlap = false;
+  if (a.given("--no-interference")) s.point.interference = false;
   if (a.given("--data")) s.point.data = sim::data_mode_by_name(a.data);
   if (a.given("--anchor")) {
     if (!(a.anchor > 0)) throw InputError(fmt::format("--anchor: expected a throughput > 0 samples/s, got {}", a.anchor));
@@ -78,8 +83,8 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   if (a.given("--trace")) s.point.trace_path = a.trace;
   // A flag replaces the file's value: errors about it then name the flag, not the file.
   for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
-                           "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
-                           "--no-overlap", "--data", "--anchor", "--iterations", "--trace", "--framework"}) {
+                           "--strategy", "--ps", "--ps-placement", "--ps-balance", "--ps-transport", "--fusion-mb", "--cycle-ms",
+                           "--no-overlap", "--no-interference", "--data", "--anchor", "--iterations", "--trace", "--framework"}) {
     if (!a.given(flag)) continue;
     std::string field(flag + 2);
     std::replace(field.begin(), field.end(), '-', '_');
@@ -168,12 +173,18 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--ps", a->ps, "Parameter servers: N, one per --workers entry (N1,N2,...), or auto");
   cmd->add_option("--ps-placement", a->ps_placement, "colocated|dedicated");
   cmd->add_option("--ps-balance", a->ps_balance, "greedy|round-robin (variable placement on servers)");
+  cmd->add_option("--ps-transport", a->ps_transport,
+                  "RPC layer of parameter-server traffic (docs/transports.md; default none), one of:\n" +
+                      platforms::transport_help(platforms::TransportScope::RPC));
   cmd->add_option("--framework", a->framework,
                   "Framework runtime profile (sets fusion and cycle defaults; docs/frameworks.md), one of:\n" +
                       sim::framework_help());
   cmd->add_option("--fusion-mb", a->fusion_mb, "Gradient fusion threshold in MiB (0 = one exchange per layer)");
   cmd->add_option("--cycle-ms", a->cycle_ms, "Horovod cycle time in ms (0 = exchange as soon as ready)");
   cmd->add_flag("--no-overlap", a->no_overlap, "Start gradient exchange only after the whole backward pass");
+  cmd->add_flag("--no-interference", a->no_interference,
+                "GPUs: compute overlapped with a collective runs at full speed (default: 1.189x slower; "
+                "docs/simulation-training.md)");
   cmd->add_option("--data", a->data, "synthetic|real (real: read input from the platform's storage)");
   cmd->add_option("--anchor", a->anchor, "Measured single-worker throughput (samples/s) fixing the compute scale");
   cmd->add_option("--iterations", a->iterations, "Simulated iterations (the first is warm-up)");

@@ -137,7 +137,12 @@ class AllreduceExchange final : public Exchange {
         }
       };
       auto run = [this, bytes, copy_out = std::move(copy_out)]() mutable {
-        start_collective(replay_.world(), algorithm_, ranks_, bytes, replay_.point().comm_mode, std::move(copy_out));
+        replay_.comm_begin(-1);  // the collective's kernels hold every worker's device until it ends
+        start_collective(replay_.world(), algorithm_, ranks_, bytes, replay_.point().comm_mode,
+                         [this, copy_out = std::move(copy_out)]() mutable {
+                           replay_.comm_end(-1);
+                           copy_out();
+                         });
       };
       if (copy_s > 0) {
         world.after(copy_s, std::move(run));
