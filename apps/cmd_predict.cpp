@@ -14,6 +14,7 @@
 #include "common/table.hpp"
 #include "common/text.hpp"
 #include "scenarios/config.hpp"
+#include "platforms/transport.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace dtsim::apps {
@@ -24,10 +25,10 @@ constexpr double S_PER_MS = 1e-3;
 
 struct PredictArgs {
   std::string scenario, model, platform, workers, strategy, framework, collective_library, ps, ps_placement, ps_balance,
-      data, format = "table", out, trace, precision, dump_config;
+      ps_transport, data, format = "table", out, trace, precision, dump_config;
   int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
-  bool explain = false, no_overlap = false, allow_oversubscribe = false, no_variability = false;
+  bool explain = false, no_overlap = false, no_interference = false, allow_oversubscribe = false, no_variability = false;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
@@ -38,11 +39,11 @@ std::set<std::string> given_fields(const PredictArgs& a) {
   for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
                            "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
                            "--no-overlap", "--data", "--anchor", "--iterations", "--trace", "--framework",
-                           "--precision", "--collective-library"}) {
+                           "--precision", "--collective-library", "--ps-transport", "--no-interference"}) {
     if (!a.given(flag)) continue;
     std::string field(flag + 2);
     std::replace(field.begin(), field.end(), '-', '_');
-    out.insert(field == "no_overlap" ? "overlap" : field);
+    out.insert(field == "no_overlap" ? "overlap" : field == "no_interference" ? "interference" : field);
   }
   return out;
 }
@@ -73,6 +74,9 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   if (a.given("--ps")) scenarios::set_ps_text(s, a.ps, "--ps");
   if (a.given("--ps-placement")) s.point.ps_placement = sim::ps_placement_by_name(a.ps_placement);
   if (a.given("--ps-balance")) s.point.ps_balance = sim::ps_balance_by_name(a.ps_balance);
+  if (a.given("--ps-transport"))
+    s.point.ps_transport =
+        platforms::transport_by_name(a.ps_transport, platforms::TransportScope::RPC).name;  // error lists the names
   if (a.given("--framework")) sim::apply_framework(s.point, sim::framework_by_name(a.framework));  // flags below override
   if (a.given("--collective-library")) {
     sim::check_collective_library(a.collective_library);
@@ -89,6 +93,7 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   }
   if (a.given("--no-overlap")) s.point.overlap = false;
   if (a.no_variability) s.point.variability = sim::Variability{};
+  if (a.given("--no-interference")) s.point.interference = false;
   if (a.given("--data")) s.point.data = sim::data_mode_by_name(a.data);
   if (a.given("--anchor")) {
     if (!(a.anchor > 0)) throw InputError(fmt::format("--anchor: expected a throughput > 0 samples/s, got {}", a.anchor));
@@ -187,6 +192,9 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--ps", a->ps, "Parameter servers: N, one per --workers entry (N1,N2,...), or auto");
   cmd->add_option("--ps-placement", a->ps_placement, "colocated|dedicated");
   cmd->add_option("--ps-balance", a->ps_balance, "greedy|round-robin (variable placement on servers)");
+  cmd->add_option("--ps-transport", a->ps_transport,
+                  "RPC layer of parameter-server traffic (docs/transports.md; default none), one of:\n" +
+                      platforms::transport_help(platforms::TransportScope::RPC));
   cmd->add_option("--framework", a->framework,
                   "Framework runtime profile (sets fusion and cycle defaults; docs/frameworks.md), one of:\n" +
                       sim::framework_help());
@@ -199,6 +207,9 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_flag("--no-overlap", a->no_overlap, "Start gradient exchange only after the whole backward pass");
   cmd->add_flag("--no-variability", a->no_variability,
                 "Clear the scenario's variability (jitter, stragglers): every worker computes alike");
+  cmd->add_flag("--no-interference", a->no_interference,
+                "GPUs: compute overlapped with a collective runs at full speed (default: 1.189x slower; "
+                "docs/simulation-training.md)");
   cmd->add_option("--data", a->data, "synthetic|real (real: read input from the platform's storage)");
   cmd->add_option("--anchor", a->anchor, "Measured single-worker throughput (samples/s) fixing the compute scale");
   cmd->add_option("--iterations", a->iterations, "Simulated iterations (the first is warm-up)");

@@ -51,6 +51,14 @@ struct WorkerPlacement {
   int cpu_sockets = 1;
 };
 
+// NUMA: a CPU worker whose threads do not fit in one socket spans s = ceil(threads / cores) sockets
+// (ranks are pinned, so a worker that fits stays on one). With pages first-touched by the threads that
+// write them, f = 1 - 1/s of its DRAM traffic lives on other sockets and crosses the socket links
+// (device.socket_link_Bps per direction). Local DRAM and links work concurrently, so the memory time is
+// the slower of B / bw and f B / (s L): this returns max(1, f bw / (s L)) (bw: the worker's DRAM share,
+// L: its share of the links). 1 when the worker fits one socket or the device states no link figure.
+double numa_memory_factor(const platforms::Device& device, const WorkerPlacement& placement);
+
 // FP32 peak of a device: peak_flops when set, else cores x clock x SIMD lanes x FMA units x 2.
 double device_peak_flops(const platforms::Device& device);
 // Peak of one CPU core of `device` (0 for GPUs without core figures).

@@ -30,6 +30,9 @@ struct Device {
   int simd_width_fp32 = 0;   // FP32 lanes per vector unit (16 for AVX-512, 8 for AVX2)
   int fma_units = 0;         // vector FMA units per core
   int threads_per_core = 1;
+  // Socket-to-socket link bandwidth per direction, all links together (UPI / QPI), what remote-memory
+  // traffic of a process spanning sockets crosses; 0 = not stated (no NUMA cost is modelled).
+  double socket_link_Bps = 0;
   std::string source;        // where the figures come from
   // Additions (platforms engineer): stated assumptions, per-figure sources, host-resolved facts.
   std::string assumptions;                         // figures that are assumed, and why

@@ -14,9 +14,11 @@ enum class TransportModel {
   SOCKET,       // kernel sockets: size-dependent factors and a rate cap per connection
   MEMORY_COPY,  // intra-node copy between process buffers
   DEVICE_LINK,  // intra-node device path (PCIe peer / NVLink)
+  RPC,          // a message layer over kernel TCP (gRPC, ZeroMQ): a software cost per call and per byte
 };
 
-enum class TransportScope { INTER_NODE, INTRA_NODE, ANY };
+// RPC rows are named by a strategy's `ps_transport`, never by a platform's network or intra-node field.
+enum class TransportScope { INTER_NODE, INTRA_NODE, ANY, RPC };
 
 // One band of the size-dependent factor curve: sizes >= min_size_B (up to the next band) see the route
 // latency x latency_factor and the route bandwidth x protocol_efficiency x bandwidth_scale.
@@ -35,6 +37,8 @@ struct Transport {
   double connection_rate_Bps = 0;   // SOCKET: rate cap of one connection (copy + segment processing); 0 = none
   int default_connections_per_peer = 1;  // SOCKET: connections opened per peer pair
   double chunk_B = 0;               // HOST_STAGED: pipeline chunk
+  double rpc_per_call_s = 0;        // RPC: software time of one call (framing, dispatch), beyond the wire
+  double rpc_software_Bps = 0;      // RPC: rate of the serial per-byte work (serialisation copies); 0 = none
   std::string source;               // where the constants come from (docs/transports.md, benchmarks/data/transports)
 
   const FactorBand& band(double bytes) const;  // the band holding a message of `bytes`
@@ -44,6 +48,9 @@ struct Transport {
   double bandwidth_factor(double bytes, double protocol_efficiency) const {
     return protocol_efficiency * band(bytes).bandwidth_scale;
   }
+  // RPC: software time of `calls` calls moving `bytes` in all, in series with the wire:
+  // calls x rpc_per_call_s + bytes / rpc_software_Bps. 0 for other models.
+  double rpc_cost_s(double calls, double bytes) const;
 };
 
 // Host-staged pipeline of `bytes` in chunks of chunk_B through `copies` copy stages (0, 1 or 2: the

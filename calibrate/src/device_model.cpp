@@ -185,6 +185,20 @@ double fallback_efficiency(const HostModel& model, OpClass op_class, Pass pass) 
   return is_compute_class(op_class) ? DEFAULT_COMPUTE_EFFICIENCY : DEFAULT_MEMORY_EFFICIENCY;
 }
 
+double numa_memory_factor(const Device& device, const WorkerPlacement& placement) {
+  const int cores = std::max(device.cores, 1);
+  const int sockets = std::max(placement.cpu_sockets, 1);
+  const int n = std::max(placement.threads, 1);
+  const int spanned = std::min(sockets, (n + cores - 1) / cores);
+  if (spanned <= 1 || !(device.socket_link_Bps > 0)) return 1.0;
+  const double node_cores = static_cast<double>(cores) * sockets;
+  const double share = std::min(1.0, n / node_cores);  // of the node's DRAM bandwidth and of its links
+  const double dram_Bps = device.mem_bandwidth_Bps * sockets * share;
+  const double remote_fraction = 1.0 - 1.0 / spanned;
+  const double link_Bps = device.socket_link_Bps * spanned * share;  // each spanned socket sends over its links
+  return std::max(1.0, remote_fraction * dram_Bps / link_Bps);
+}
+
 double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& work, double host_eff,
                       bool host_compute_bound, const Device& device, const WorkerPlacement& placement) {
   if (!(device_peak_flops(device) > 0) || !(device.mem_bandwidth_Bps > 0))
@@ -214,7 +228,9 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
   const int n = std::max(placement.threads, 1);
   const int sockets = std::max(placement.cpu_sockets, 1);
   const int node_cores = std::max(device.cores, 1) * sockets;
-  const double bw_share = device.mem_bandwidth_Bps * sockets * std::min(1.0, static_cast<double>(n) / node_cores);
+  // Its DRAM share, lowered when its traffic also crosses the socket links (numa_memory_factor).
+  const double bw_share = device.mem_bandwidth_Bps * sockets * std::min(1.0, static_cast<double>(n) / node_cores) /
+                          numa_memory_factor(device, placement);
   const double core_peak = device_core_peak_flops(device) > 0 ? device_core_peak_flops(device)
                                                                 : device_peak_flops(device) / node_cores;
   double p = DEFAULT_PARALLEL_FRACTION;

@@ -116,6 +116,25 @@ void build_lenet5(Model& m, int classes) {
   b.loss(x);
 }
 
+// --- AlexNet for CIFAR (32x32) ----------------------------------------------------------------------
+// bearpaw/pytorch-classification models/cifar/alexnet.py (Wei Yang), the most used CIFAR port of
+// AlexNet: the torchvision feature stack with conv1 padded to 5, 2x2 max pools, and the 4096-wide
+// classifier replaced by one linear layer; 2,472,266 parameters for 10 classes (its README: 2.47M).
+void build_alexnet_cifar(Model& m, int classes) {
+  Builder b(m);
+  auto x = b.relu("relu1", b.conv("conv1", "data", 64, 11, 4, 5, true));
+  x = b.pool("pool1", OpKind::MAX_POOL, x, 2, 2, 0);
+  x = b.relu("relu2", b.conv("conv2", x, 192, 5, 1, 2, true));
+  x = b.pool("pool2", OpKind::MAX_POOL, x, 2, 2, 0);
+  x = b.relu("relu3", b.conv("conv3", x, 384, 3, 1, 1, true));
+  x = b.relu("relu4", b.conv("conv4", x, 256, 3, 1, 1, true));
+  x = b.relu("relu5", b.conv("conv5", x, 256, 3, 1, 1, true));
+  x = b.pool("pool5", OpKind::MAX_POOL, x, 2, 2, 0);
+  x = b.unary("flatten", OpKind::FLATTEN, x);
+  x = b.fc("classifier", x, classes);
+  b.loss(x);
+}
+
 // --- AlexNet (torchvision) -------------------------------------------------------------------------
 // torchvision.models.alexnet: the one-GPU variant without LRN; 61,100,840 parameters at 224x224.
 // torchvision's AdaptiveAvgPool2d(6) is the identity at 224 and is left out; on other inputs the
@@ -477,6 +496,7 @@ const std::map<std::string, ZooEntry>& zoo() {
   static const std::map<std::string, ZooEntry> entries = {
       {"lenet5", {{32, 1, 10}, build_lenet5}},
       {"alexnet", {{224, 3, 1000}, build_alexnet}},
+      {"alexnet_cifar", {{32, 3, 10}, build_alexnet_cifar}},
       {"vgg16", {{224, 3, 1000}, build_vgg16}},
       {"resnet18", {{224, 3, 1000}, [](Model& m, int k) { build_imagenet_resnet(m, k, {2, 2, 2, 2}, false); }}},
       {"resnet34", {{224, 3, 1000}, [](Model& m, int k) { build_imagenet_resnet(m, k, {3, 4, 6, 3}, false); }}},
@@ -511,7 +531,7 @@ void check_options(const ModelOptions& o, const std::string& what) {
 }  // namespace
 
 std::vector<std::string> zoo_names() {
-  return {"lenet5",    "alexnet",   "vgg16",     "resnet18",     "resnet34",     "resnet50",
+  return {"lenet5",    "alexnet",   "alexnet_cifar", "vgg16",     "resnet18",     "resnet34",     "resnet50",
           "resnet101", "resnet152", "resnet20",  "inception_v3", "inception_v4", "densenet121"};
 }
 

@@ -117,7 +117,7 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   yaml::check_keys(entry,
                    {"name", "kind", "description", "peak_flops", "mem_bandwidth_Bps", "mem_capacity_B", "cores",
                     "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "source", "assumptions",
-                    "resolve", "aliases", "sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops"},
+                    "resolve", "aliases", "sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops", "socket_link_Bps"},
                    origin, "device");
   Device d;
   d.name = yaml::required<std::string>(entry, "name", origin, "device");
@@ -147,7 +147,7 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
 
   if (d.kind == DeviceKind::GPU) {
     if (!resolve.empty()) yaml::fail(entry["resolve"], origin, context, "field 'resolve' is only for CPUs");
-    for (const char* cpu_only : {"cores", "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core"})
+    for (const char* cpu_only : {"cores", "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "socket_link_Bps"})
       if (entry[cpu_only]) yaml::fail(entry[cpu_only], origin, context, fmt::format("field '{}' is only for CPUs", cpu_only));
     d.peak_flops = read_figure(entry, "peak_flops", origin, context, d, true);
     d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
@@ -186,6 +186,7 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   d.threads_per_core =
       read_count(entry, "threads_per_core", origin, context, d, !from_host, MAX_THREADS_PER_CORE, d.threads_per_core);
   d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
+  d.socket_link_Bps = read_figure(entry, "socket_link_Bps", origin, context, d, false, 0);
   d.mem_capacity_B = read_figure(entry, "mem_capacity_B", origin, context, d, !from_host, d.mem_capacity_B);
   if (from_host && (d.cores <= 0 || d.clock_hz <= 0 || d.simd_width_fp32 <= 0 || d.mem_capacity_B <= 0))
     throw Failure(fmt::format("device 'host': could not resolve cores/clock/ISA/memory from /proc (cores {}, clock {} Hz, "

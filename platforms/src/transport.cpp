@@ -20,6 +20,12 @@ const FactorBand& Transport::band(double bytes) const {
   return *b;
 }
 
+double Transport::rpc_cost_s(double calls, double bytes) const {
+  if (model != TransportModel::RPC) return 0;
+  const double per_byte = rpc_software_Bps > 0 ? std::max(bytes, 0.0) / rpc_software_Bps : 0.0;
+  return std::max(calls, 0.0) * rpc_per_call_s + per_byte;
+}
+
 StagedPipeline staged_pipeline(double bytes, double chunk_B, int copies, double copy_latency_s, double copy_Bps,
                                double wire_Bps) {
   if (!(chunk_B > 0 && copy_Bps > 0 && wire_Bps > 0 && copies >= 0 && copies <= 2 && bytes >= 0))
@@ -39,12 +45,15 @@ const std::vector<Transport>& transports() {
   static const std::vector<Transport> table = {
       transport_rows::rdma(), transport_rows::rdma_host_staged(), transport_rows::tcp(),
       transport_rows::shm(),  transport_rows::pcie(),             transport_rows::nvlink(),
-      transport_rows::ideal(),
+      transport_rows::ideal(), transport_rows::grpc(),       transport_rows::grpc_2016(),
+      transport_rows::zeromq(),
   };
   return table;
 }
 
 bool transport_allowed(const Transport& t, TransportScope scope) {
+  // RPC layers are never a platform's wire, and a wire is never an RPC layer.
+  if ((scope == TransportScope::RPC) != (t.scope == TransportScope::RPC)) return scope == TransportScope::ANY;
   return scope == TransportScope::ANY || t.scope == TransportScope::ANY || t.scope == scope;
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/errors.hpp"
+#include "platforms/transport.hpp"
 
 namespace dtsim::scenarios {
 namespace {
@@ -109,8 +110,9 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   const char* ctx = "scenario";
   yaml::check_keys(node,
                    {"name", "description", "model", "platform", "workers", "batch", "input_h", "input_w", "classes",
-                    "workers_per_node", "threads", "strategy", "framework", "collective_library", "ps", "ps_placement", "ps_balance", "fusion_mb",
-                    "cycle_ms", "overlap", "data", "sample_bytes", "prefetch_depth", "metadata_ops_per_sample",
+                    "workers_per_node", "threads", "strategy", "framework", "collective_library", "ps", "ps_placement",
+                    "ps_balance", "ps_transport", "fusion_mb", "cycle_ms", "overlap", "interference", "data",
+                    "sample_bytes", "prefetch_depth", "metadata_ops_per_sample",
                     "preprocess_ms_per_sample", "iterations", "anchor", "calibration_db", "comm_mode", "trace",
                     "variability", "precision", "allow_oversubscribe", "sweep"},
                    origin, ctx);
@@ -170,6 +172,10 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
     });
   if (node["ps_placement"]) p.ps_placement = choice("ps_placement", sim::ps_placement_by_name);
   if (node["ps_balance"]) p.ps_balance = choice("ps_balance", sim::ps_balance_by_name);
+  if (node["ps_transport"])
+    p.ps_transport = choice("ps_transport", [](const std::string& t) {
+      return platforms::transport_by_name(t, platforms::TransportScope::RPC).name;
+    });
   if (node["data"]) p.data = choice("data", sim::data_mode_by_name);
   if (node["comm_mode"]) p.comm_mode = choice("comm_mode", sim::comm_mode_by_name);
   if (const auto ps = node["ps"]) {
@@ -187,6 +193,7 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   p.fusion_bytes = non_negative("fusion_mb", p.fusion_bytes / BYTES_PER_MB) * BYTES_PER_MB;
   p.cycle_s = non_negative("cycle_ms", p.cycle_s / S_PER_MS) * S_PER_MS;
   p.overlap = yaml::optional<bool>(node, "overlap", p.overlap, origin, ctx);
+  p.interference = yaml::optional<bool>(node, "interference", p.interference, origin, ctx);
   p.sample_bytes = non_negative("sample_bytes", 0);
   p.prefetch_depth = yaml::optional<int>(node, "prefetch_depth", p.prefetch_depth, origin, ctx);
   if (p.prefetch_depth < 1)

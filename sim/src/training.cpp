@@ -67,6 +67,9 @@ class Replay final : public ReplayServices {
     plan_ = plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes);
     exchange_ = family.make(*this, point.strategy);
     draw_compute_factors();
+    interferes_ = point.interference && platform.has_gpus();
+    in_flight_.assign(static_cast<std::size_t>(workers_), 0);
+    loads_.assign(static_cast<std::size_t>(workers_), -1);
     ranks_.resize(static_cast<std::size_t>(workers_));
     for (auto& r : ranks_) r.ends_s.assign(static_cast<std::size_t>(iters_), 0.0);
     const int node_count = layout.nodes + layout.dedicated_ps_nodes;
@@ -141,6 +144,26 @@ class Replay final : public ReplayServices {
       nic_in_B_[static_cast<std::size_t>(n)] += inter_node_B / layout_.nodes;
       nic_out_B_[static_cast<std::size_t>(n)] += inter_node_B / layout_.nodes;
     }
+  }
+
+  void comm_begin(int r) override {
+    if (r < 0) {
+      for (int q = 0; q < workers_; ++q) comm_begin(q);
+      return;
+    }
+    if (!interferes_ || in_flight_[static_cast<std::size_t>(r)]++ > 0) return;
+    ++activities_;
+    // A load of 1 - 1/s of the device leaves an overlapped computation 1/s of it: s times slower.
+    loads_[static_cast<std::size_t>(r)] = world_.start_load(r, 1.0 - 1.0 / OVERLAP_COMPUTE_SLOWDOWN);
+  }
+
+  void comm_end(int r) override {
+    if (r < 0) {
+      for (int q = 0; q < workers_; ++q) comm_end(q);
+      return;
+    }
+    if (!interferes_ || --in_flight_[static_cast<std::size_t>(r)] > 0) return;
+    world_.stop_load(loads_[static_cast<std::size_t>(r)]);
   }
 
   void record_comm(int r, int it, double t0, double t1) override {
@@ -322,6 +345,9 @@ class Replay final : public ReplayServices {
   IterationPlan plan_;
   std::unique_ptr<Exchange> exchange_;
   std::vector<double> factors_;
+  bool interferes_ = false;              // compute-communication interference on (GPU workers)
+  std::vector<int> in_flight_;           // collectives holding each worker's device
+  std::vector<std::int64_t> loads_;      // their World load handle
   std::vector<RankState> ranks_;
   std::vector<Rank0Iter> rank0_;
   std::vector<double> nic_in_B_, nic_out_B_;

@@ -42,6 +42,9 @@ struct World::Impl {
   std::int64_t transfers_in_flight = 0;
   std::exception_ptr error;
   std::unordered_map<std::string, double> duration_cache;  // see start_allreduce (coarse reuse)
+  std::unordered_map<std::int64_t, s4u::ExecPtr> loads;    // start_load handles: unbounded execs, cancelled
+  std::vector<s4u::ExecPtr> stopped_loads;  // kept until the world ends: the engine ends a cancelled exec later
+  std::int64_t next_load = 0;
 
   void call(const std::function<void()>& fn) {
     if (error) return;  // drain quietly after the first failure; run() rethrows it
@@ -158,6 +161,29 @@ void World::compute(int rank, double seconds, std::function<void()> done) {
   exec->start();
 }
 
+std::int64_t World::start_load(int rank, double share) {
+  if (!(share > 0 && share < 1)) throw Failure(fmt::format("World::start_load: share {} outside (0, 1)", share));
+  // Far more work than any run does at the bound: it only ends when stop_load cancels it. Not pending:
+  // nothing waits for it.
+  constexpr double UNENDING_S = 1e12;
+  s4u::ExecPtr exec = s4u::Exec::init();
+  exec->set_flops_amount(UNENDING_S * NOMINAL_HOST_SPEED_FLOPS);
+  exec->set_bound(share * NOMINAL_HOST_SPEED_FLOPS);
+  exec->set_host(worker_host(rank));
+  ++impl_->started;
+  exec->start();
+  impl_->loads.emplace(impl_->next_load, exec);
+  return impl_->next_load++;
+}
+
+void World::stop_load(std::int64_t handle) {
+  auto it = impl_->loads.find(handle);
+  if (it == impl_->loads.end()) throw Failure(fmt::format("World::stop_load: no load {}", handle));
+  it->second->cancel();
+  impl_->stopped_loads.push_back(std::move(it->second));
+  impl_->loads.erase(it);
+}
+
 void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function<void()> done) {
   if (!(std::isfinite(bytes) && bytes >= 0 && bytes < 1e18))
     throw Failure(fmt::format("World::transfer: bad size {} bytes", bytes));
@@ -208,6 +234,8 @@ void World::run() {
   if (impl_->error) std::rethrow_exception(impl_->error);
   if (!impl_->pending.empty() || impl_->timers_in_flight != 0)
     throw Failure(fmt::format("simulation stalled with {} activities unfinished", impl_->pending.size()));
+  if (!impl_->loads.empty())
+    throw Failure(fmt::format("simulation ended with {} device loads never stopped (internal error)", impl_->loads.size()));
 }
 
 }  // namespace dtsim::sim

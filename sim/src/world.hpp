@@ -58,6 +58,10 @@ class World {
   void compute(int rank, double seconds, std::function<void()> done);
   // Any host to host: one flow of `bytes`, then done (latency and sharing by SimGrid).
   void transfer(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes, std::function<void()> done);
+  // Holds `share` (0..1) of `rank`'s device until stop_load: a computation running meanwhile gets the
+  // rest (max-min sharing of the host). Returns a handle for stop_load.
+  std::int64_t start_load(int rank, double share);
+  void stop_load(std::int64_t handle);
   // Calls fn at simulated time now()+delay.
   void after(double delay_s, std::function<void()> fn);
   double now() const;

@@ -112,6 +112,36 @@ TEST_CASE("calibrate::DeviceModel: memory-bound pass uses the worker's bandwidth
   CHECK(t == Approx(4e8 / (20e9 * 0.8) + op_overhead_s(test_cpu())).epsilon(1e-9));
 }
 
+TEST_CASE("calibrate::DeviceModel: a worker spanning sockets pays its remote traffic over the socket links",
+          "[calibrate]") {
+  using namespace dtsim::calibrate;
+  Device cpu = test_cpu();  // 4 cores, 40 GB/s per socket
+  cpu.socket_link_Bps = 10e9;
+  WorkerPlacement one;  // 8 threads on 2 sockets: spans both, half its traffic remote
+  one.threads = 8;
+  one.cpu_sockets = 2;
+  one.workers_per_node = 1;
+  // DRAM 80 GB/s; remote 0.5 x B over 2 sockets x 10 GB/s: max(1, 0.5 x 80 / 20) = 2.
+  CHECK(numa_memory_factor(cpu, one) == Approx(2.0));
+  WorkerPlacement pinned = one;  // 2 workers of 4 threads, one per socket: all local
+  pinned.threads = 4;
+  pinned.workers_per_node = 2;
+  CHECK(numa_memory_factor(cpu, pinned) == 1.0);
+  // Fast links (or no link figure): the local DRAM is the bottleneck, no NUMA cost.
+  cpu.socket_link_Bps = 40e9;
+  CHECK(numa_memory_factor(cpu, one) == 1.0);
+  cpu.socket_link_Bps = 0;
+  CHECK(numa_memory_factor(cpu, one) == 1.0);
+  // In a memory-bound pass: the spanning worker's 80 GB/s share is halved.
+  cpu.socket_link_Bps = 10e9;
+  const HostModel m = host_model(1);
+  const PassWork w{1e6, 4e8};
+  const double t = predict_pass_s(m, OpClass::BATCH_NORM, w, 0.8, false, cpu, one);
+  CHECK(t == Approx(4e8 / (40e9 * 0.8) + op_overhead_s(cpu)).epsilon(1e-9));
+  const double t_pinned = predict_pass_s(m, OpClass::BATCH_NORM, PassWork{1e6, 2e8}, 0.8, false, cpu, pinned);
+  CHECK(t_pinned == Approx(2e8 / (40e9 * 0.8) + op_overhead_s(cpu)).epsilon(1e-9));
+}
+
 TEST_CASE("calibrate::DeviceModel: GPU time from the class-relative efficiency", "[calibrate]") {
   using namespace dtsim::calibrate;
   HostModel m = host_model(2);

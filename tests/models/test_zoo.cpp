@@ -89,6 +89,16 @@ TEST_CASE("models::Zoo: resnet20 (CIFAR) works on 32x32x3 and 28x28x1", "[models
   CHECK(f.totals().params == 272'474 - 2 * 16 * 9);
 }
 
+TEST_CASE("models::Zoo: alexnet_cifar (CIFAR port) takes 32x32 and has the published 2.47M parameters", "[models]") {
+  const Model m = build_zoo_model("alexnet_cifar", ModelOptions{});
+  CHECK(m.input_shape() == Shape{1, 3, 32, 32});
+  // (32 + 2x5 - 11) / 4 + 1 = 8, pooled to 4, 2 and 1.
+  CHECK(m.by_name("relu1").dst_shape == Shape{1, 64, 8, 8});
+  CHECK(m.by_name("pool5").dst_shape == Shape{1, 256, 1, 1});
+  // Conv weights + biases: 23,296 + 307,392 + 663,936 + 884,992 + 590,080; classifier 2,570.
+  CHECK(m.totals().params == 2'472'266);
+}
+
 TEST_CASE("models::Zoo: lenet5 pads conv1 on 28x28 so the rest is unchanged", "[models]") {
   ModelOptions mnist;
   mnist.input_h = mnist.input_w = 28;

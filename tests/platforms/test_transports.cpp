@@ -120,6 +120,26 @@ TEST_CASE("platforms::transport_by_name: names and errors come from the table", 
   CHECK(transport_by_name_or_null("udp") == nullptr);
 }
 
+TEST_CASE("platforms::Transport: RPC layers cost calls x per-call + bytes / software rate, only by name", "[platforms]") {
+  CHECK(transport_names(TransportScope::RPC) == "grpc, grpc-2016, zeromq");
+  const Transport& grpc = transport_by_name("grpc", TransportScope::RPC);
+  const Transport& old = transport_by_name("grpc-2016", TransportScope::RPC);
+  const Transport& zmq = transport_by_name("zeromq", TransportScope::RPC);
+  // gRPC's software stage from 800 MB/s over 10 GbE (TCP payload 1.177 GB/s) in series with the wire.
+  const double wire_Bps = 10e9 / 8 * 1448.0 / 1538.0;
+  CHECK(1.0 / (1.0 / grpc.rpc_software_Bps + 1.0 / wire_Bps) == Approx(800e6));
+  CHECK(grpc.rpc_cost_s(10, 1e8) == Approx(10 * grpc.rpc_per_call_s + 1e8 / grpc.rpc_software_Bps));
+  CHECK(old.rpc_cost_s(1, 0.9e9) == Approx(1.0 + old.rpc_per_call_s));  // 0.9 GB/s: 1 s per 0.9 GB
+  // ZeroMQ (ps-lite): zero copy, 4 frames per call at 2.6 M frames/s.
+  CHECK(zmq.rpc_cost_s(1000, 1e9) == Approx(1000 * 4 / 2.6e6));
+  // The wire underneath is TCP: same bands.
+  CHECK(grpc.latency_factor(1e6) == transport_by_name("tcp").latency_factor(1e6));
+  // Non-RPC rows cost nothing; RPC rows are no platform's wire and vice versa.
+  CHECK(transport_by_name("tcp").rpc_cost_s(10, 1e9) == 0);
+  CHECK_THROWS_AS(transport_by_name("grpc", TransportScope::INTER_NODE), dtsim::InputError);
+  CHECK_THROWS_WITH(transport_by_name("tcp", TransportScope::RPC), Catch::Contains("grpc, grpc-2016, zeromq"));
+}
+
 TEST_CASE("platforms::load_platform: transports default by technology and intra kind, or as written", "[platforms]") {
   CHECK(load_text("EDR InfiniBand", "").network.transport == "rdma");
   CHECK(load_text("Intel Omni-Path", "").network.transport == "rdma");

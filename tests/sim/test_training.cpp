@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "platforms/transport.hpp"
 #include "sim/comm.hpp"
 #include "sim/training.hpp"
 
@@ -141,6 +142,60 @@ TEST_CASE("sim::Training: a PS strategy is limited by the busiest server NIC", "
   p.ps_servers = 2;
   const auto r2 = sim::simulate_training(plat, prof, p);
   CHECK(r2.iteration_time_s == Approx(bound_s / 2).epsilon(0.05));
+}
+
+TEST_CASE("sim::Training: a PS RPC layer adds its software time in series (closed form)", "[sim][training]") {
+  // One worker and its colocated server on an infinitely fast fabric: every flow takes no time, so the
+  // iteration is the compute step plus the pull's RPC time (every variable) plus the RPC time of the last
+  // push (layer 0's gradient, ready when backward ends); earlier pushes end under the remaining backward.
+  const auto plat = star_platform(1e18);
+  const int layers = 10;
+  const auto prof = uniform_profile(layers);
+  auto p = point(S("ps"), 1);
+  const auto base = sim::simulate_training(plat, prof, p);
+  CHECK(base.iteration_time_s == Approx(step_s(prof)).epsilon(1e-6));
+  p.ps_transport = "grpc";
+  const auto grpc = sim::simulate_training(plat, prof, p);
+  const auto& t = platforms::transport_by_name("grpc", platforms::TransportScope::RPC);
+  REQUIRE(t.rpc_cost_s(1, LAYER_GRAD_BYTES) < LAYER_BWD_S);  // the earlier pushes are hidden
+  const double expected = step_s(prof) + t.rpc_cost_s(layers, layers * double(LAYER_GRAD_BYTES)) +
+                          t.rpc_cost_s(1, LAYER_GRAD_BYTES);
+  CHECK(grpc.iteration_time_s == Approx(expected).epsilon(1e-6));
+  p.ps_transport = "zeromq";
+  const auto zmq = sim::simulate_training(plat, prof, p);
+  const auto& z = platforms::transport_by_name("zeromq", platforms::TransportScope::RPC);
+  CHECK(zmq.iteration_time_s == Approx(step_s(prof) + z.rpc_cost_s(layers, 0) + z.rpc_cost_s(1, 0)).epsilon(1e-6));
+  p.ps_transport = "tcp";
+  CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);
+}
+
+TEST_CASE("sim::Training: a collective overlapped with backward slows that compute by the interference factor",
+          "[sim][training]") {
+  // Two GPU nodes, two layers, one bucket per layer: bucket 0's allreduce (T_c) runs under layer 0's
+  // backward (2 ms > T_c). For T_c the overlapped compute gets 1/s of the device, so that segment ends
+  // T_c (1 - 1/s) later; bucket 1's allreduce and the update run alone.
+  const auto plat = star_platform(8e9, 2, 1);
+  const auto prof = uniform_profile(2);
+  auto p = point(S("allreduce-ring"), 2);
+  p.fusion_bytes = 0;
+  p.interference = false;
+  const auto off = sim::simulate_training(plat, prof, p);
+  p.interference = true;
+  const auto on = sim::simulate_training(plat, prof, p);
+  sim::CommRequest req;
+  req.pattern = "allreduce-ring";
+  req.workers = 2;
+  req.bytes = LAYER_GRAD_BYTES;
+  const double collective_s = sim::simulate_comm(plat, req).time_s;
+  REQUIRE(collective_s > 1e-4);
+  REQUIRE(collective_s < LAYER_BWD_S);
+  CHECK(on.iteration_time_s - off.iteration_time_s ==
+        Approx(collective_s * (1 - 1 / sim::OVERLAP_COMPUTE_SLOWDOWN)).epsilon(1e-3));
+  // CPU workers: no GPU kernels to share, nothing changes.
+  const auto cpu = star_platform(8e9, 2, 0);
+  const auto cpu_on = sim::simulate_training(cpu, prof, p);
+  p.interference = false;
+  CHECK(sim::simulate_training(cpu, prof, p).iteration_time_s == Approx(cpu_on.iteration_time_s).epsilon(1e-12));
 }
 
 TEST_CASE("sim::Training: ps-replicated sends 1/8 of ps inter-node bytes on 8-GPU nodes", "[sim][training]") {

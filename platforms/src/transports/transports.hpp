@@ -10,4 +10,7 @@ Transport tcp();
 Transport shm();
 Transport pcie();
 Transport nvlink();
+Transport grpc();
+Transport grpc_2016();
+Transport zeromq();
 }  // namespace dtsim::platforms::transport_rows

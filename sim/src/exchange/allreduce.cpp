@@ -143,8 +143,12 @@ class AllreduceExchange final : public Exchange {
         }
       };
       auto run = [this, call, copy_out = std::move(copy_out)]() mutable {
+        replay_.comm_begin(-1);  // the collective's kernels hold every worker's device until it ends
         start_library_allreduce(replay_.world(), library_, call, ranks_, forced_, replay_.point().comm_mode,
-                                std::move(copy_out));
+                                [this, copy_out = std::move(copy_out)]() mutable {
+                                  replay_.comm_end(-1);
+                                  copy_out();
+                                });
       };
       if (copy_s > 0) {
         world.after(copy_s, std::move(run));

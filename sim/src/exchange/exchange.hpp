@@ -46,6 +46,10 @@ class ReplayServices {
   virtual void count_collective_bytes(double inter_node_B, double intra_node_B) = 0;
   // Rank 0's communication interval (rank -1: a collective every rank takes part in).
   virtual void record_comm(int rank, int it, double t0, double t1) = 0;
+  // A collective holding `rank`'s device starts / ends (rank -1: every worker); while one is in flight,
+  // overlapped compute slows down (compute-communication interference, docs/simulation-training.md).
+  virtual void comm_begin(int rank) = 0;
+  virtual void comm_end(int rank) = 0;
   virtual void count_activity() = 0;
 
   // Control back to the replay.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 
+#include "platforms/transport.hpp"
 #include "sim/src/exchange/exchange.hpp"
 
 namespace dtsim::sim {
@@ -27,6 +28,9 @@ class PsExchange final : public Exchange {
     const auto placement = place_variables(replay.profile(), servers_, point.ps_balance);
     shard_bytes_ = server_bytes(replay.profile(), placement, servers_);
     bucket_bytes_ = bucket_server_bytes(replay.profile(), replay.plan(), placement, servers_);
+    count_calls(replay.profile(), replay.plan(), placement);
+    if (!point.ps_transport.empty())
+      rpc_ = &platforms::transport_by_name(point.ps_transport, platforms::TransportScope::RPC);
     const double total = std::accumulate(shard_bytes_.begin(), shard_bytes_.end(), 0.0);
     max_shard_fraction_ = total > 0 ? *std::max_element(shard_bytes_.begin(), shard_bytes_.end()) / total : 0;
     ranks_.assign(static_cast<std::size_t>(replay.workers()), RankState{});
@@ -131,7 +135,8 @@ class PsExchange final : public Exchange {
     for (int s = 0; s < servers_; ++s) {
       const double bytes = shard_bytes_[static_cast<std::size_t>(s)];
       if (bytes <= 0) continue;
-      replay_.transfer(server_host(s), server_node(s), dst, dst_node, bytes, [this, pending, finish, r, it, s, t0] {
+      rpc_then_transfer(shard_calls_[static_cast<std::size_t>(s)], server_host(s), server_node(s), dst, dst_node, bytes,
+                        [this, pending, finish, r, it, s, t0] {
         const double now = replay_.world().now();
         if (replay_.tracing(it))
           replay_.trace().add(TraceRecorder::Group::SERVERS, s, fmt::format("pull by worker {}", r), "pull", t0, now);
@@ -150,8 +155,8 @@ class PsExchange final : public Exchange {
       const double bytes = bucket_bytes_[k][static_cast<std::size_t>(s)];
       if (bytes <= 0) continue;
       ++*outstanding;
-      replay_.transfer(src, src_node, server_host(s), server_node(s), bytes,
-                       [this, r, it, s, t0, outstanding, on_all_done] {
+      rpc_then_transfer(bucket_calls_[k][static_cast<std::size_t>(s)], src, src_node, server_host(s), server_node(s),
+                        bytes, [this, r, it, s, t0, outstanding, on_all_done] {
                          const double now = replay_.world().now();
                          replay_.record_comm(r, it, t0, now);
                          if (replay_.tracing(it))
@@ -160,6 +165,34 @@ class PsExchange final : public Exchange {
                          if (--*outstanding == 0) on_all_done();
                        });
     }
+  }
+
+  // RPC layer (ps_transport): one call per variable (TensorFlow's RecvTensor, a ps-lite push or pull).
+  // Its software time runs in series before the flow: rpc_cost_s(calls, bytes) from the transport row.
+  double rpc_delay_s(double calls, double bytes) const { return rpc_ ? rpc_->rpc_cost_s(calls, bytes) : 0.0; }
+
+  void rpc_then_transfer(double calls, simgrid::s4u::Host* src, int src_node, simgrid::s4u::Host* dst, int dst_node,
+                         double bytes, Callback done) {
+    const double delay = rpc_delay_s(calls, bytes);
+    if (delay <= 0) {
+      replay_.transfer(src, src_node, dst, dst_node, bytes, std::move(done));
+      return;
+    }
+    replay_.count_activity();
+    replay_.world().after(delay, [this, src, src_node, dst, dst_node, bytes, done = std::move(done)]() mutable {
+      replay_.transfer(src, src_node, dst, dst_node, bytes, std::move(done));
+    });
+  }
+
+  // Variables per shard and per (bucket, shard): the calls an RPC layer makes.
+  void count_calls(const calibrate::ComputeProfile& profile, const IterationPlan& plan, const std::vector<int>& placement) {
+    shard_calls_.assign(static_cast<std::size_t>(servers_), 0.0);
+    bucket_calls_.assign(plan.buckets.size(), std::vector<double>(static_cast<std::size_t>(servers_), 0.0));
+    for (std::size_t i = 0; i < placement.size() && i < profile.layers.size(); ++i)
+      if (placement[i] >= 0) shard_calls_[static_cast<std::size_t>(placement[i])] += 1;
+    for (std::size_t b = 0; b < plan.buckets.size(); ++b)
+      for (int li : plan.buckets[b].layers)
+        if (const int s = placement[static_cast<std::size_t>(li)]; s >= 0) bucket_calls_[b][static_cast<std::size_t>(s)] += 1;
   }
 
   void maybe_rank_done(int r, int it) {
@@ -227,6 +260,9 @@ class PsExchange final : public Exchange {
   int servers_ = 1;
   std::vector<double> shard_bytes_;
   std::vector<std::vector<double>> bucket_bytes_;
+  std::vector<double> shard_calls_;                 // variables per shard (RPC calls per pull)
+  std::vector<std::vector<double>> bucket_calls_;   // variables per bucket and shard (RPC calls per push)
+  const platforms::Transport* rpc_ = nullptr;       // ps_transport row, or none
   double max_shard_fraction_ = 0;
   std::vector<RankState> ranks_;
   std::vector<int> units_done_;
