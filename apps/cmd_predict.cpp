@@ -140,6 +140,15 @@ void run(const PredictArgs& a) {
   (void)parse_text_format(a.format);  // reject a bad --format before simulating anything
   const scenarios::Scenario s = build_scenario(a);
   const auto rows = scenarios::predict_scenario(s);
+  if (s.point.framework.calibration != "onednn") {
+    // Which calibration the framework's compute came from (stderr: the result's shape is unchanged).
+    const auto source = scenarios::compute_source(s);
+    fmt::print(stderr, "compute: {} calibration, measured coverage {:.0f}%{}\n", source.used, source.coverage * 100,
+               source.used == source.wanted
+                   ? ""
+                   : fmt::format(" (no {} entries in the database: run dtsim calibrate --backend {})", source.wanted,
+                                 source.wanted));
+  }
   if (a.out.empty()) {
     print(a, s, rows, std::cout);
     return;
