@@ -102,9 +102,9 @@ void print(const validate::ValidationReport& r, TextFormat format) {
   training.print(std::cout, format);
   if (r.comm_measured)
     std::cout << fmt::format(
-        "\nMPI on this machine: ping-pong {:.2f} us + bytes / {:.2f} GB/s; allreduce (ring fit) {:.2f} us/step, "
+        "\n{} on this machine: ping-pong {:.2f} us + bytes / {:.2f} GB/s; allreduce (ring fit) {:.2f} us/step, "
         "{:.2f} GB/s\n",
-        r.comm.pingpong_latency_s * 1e6, r.comm.pingpong_bandwidth_Bps / 1e9, r.comm.allreduce_latency_s * 1e6,
+        r.options.framework == "pytorch" ? "gloo" : "MPI", r.comm.pingpong_latency_s * 1e6, r.comm.pingpong_bandwidth_Bps / 1e9, r.comm.allreduce_latency_s * 1e6,
         r.comm.allreduce_bandwidth_Bps / 1e9);
   for (const auto& row : r.rows)
     if (!row.prediction_note.empty()) std::cout << fmt::format("prediction, {} rank(s): {}\n", row.ranks, row.prediction_note);
