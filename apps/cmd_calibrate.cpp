@@ -228,7 +228,7 @@ const CommandRegistrar registrar("calibrate", 30, [](CLI::App& root) {
                   "co-run calibration: copies of the work running at once, each with --threads threads (measures "
                   "how busy neighbour cores slow a process)")
       ->capture_default_str();
-  cmd->add_option("--backend", args->backend, "onednn or cudnn")->capture_default_str();
+  cmd->add_option("--backend", args->backend, "onednn, libtorch (eager PyTorch ops, when built with libtorch) or cudnn")->capture_default_str();
   cmd->add_option("--db", args->db, "calibration database (default: $DTSIM_CALIBRATION_DB or calibrate/data/calibration.json)");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
   cmd->callback([cmd, args] {

@@ -167,6 +167,15 @@ void run(const PredictArgs& a) {
   const auto config = scenarios::summarize_config({s}, given_fields(a));
   if (const auto warning = scenarios::coverage_warning(config); !warning.empty())
     std::cerr << "dtsim: " << warning << '\n';
+  if (s.point.framework.calibration != "onednn") {
+    // Which calibration the framework's compute came from (stderr: the result's shape is unchanged).
+    const auto source = scenarios::compute_source(s);
+    fmt::print(stderr, "compute: {} calibration, measured coverage {:.0f}%{}\n", source.used, source.coverage * 100,
+               source.used == source.wanted
+                   ? ""
+                   : fmt::format(" (no {} entries in the database: run dtsim calibrate --backend {})", source.wanted,
+                                 source.wanted));
+  }
   if (a.out.empty()) {
     print(a, s, config, rows, std::cout);
     return;

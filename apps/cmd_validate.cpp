@@ -16,7 +16,7 @@ namespace {
 struct ValidateArgs {
   validate::ValidateOptions options;
   std::string ranks = "1,2";
-  double fusion_mb = 64;
+  double fusion_mb = 64;           // dtsim-train's default; DDP's bucket_cap_mb (25) with --framework pytorch
   std::string format = "table";
   bool no_overlap = false;
 };
@@ -102,9 +102,9 @@ void print(const validate::ValidationReport& r, TextFormat format) {
   training.print(std::cout, format);
   if (r.comm_measured)
     std::cout << fmt::format(
-        "\nMPI on this machine: ping-pong {:.2f} us + bytes / {:.2f} GB/s; allreduce (ring fit) {:.2f} us/step, "
+        "\n{} on this machine: ping-pong {:.2f} us + bytes / {:.2f} GB/s; allreduce (ring fit) {:.2f} us/step, "
         "{:.2f} GB/s\n",
-        r.comm.pingpong_latency_s * 1e6, r.comm.pingpong_bandwidth_Bps / 1e9, r.comm.allreduce_latency_s * 1e6,
+        r.options.framework == "pytorch" ? "gloo" : "MPI", r.comm.pingpong_latency_s * 1e6, r.comm.pingpong_bandwidth_Bps / 1e9, r.comm.allreduce_latency_s * 1e6,
         r.comm.allreduce_bandwidth_Bps / 1e9);
   for (const auto& row : r.rows)
     if (!row.prediction_note.empty()) std::cout << fmt::format("prediction, {} rank(s): {}\n", row.ranks, row.prediction_note);
@@ -115,8 +115,15 @@ const CommandRegistrar registrar("validate", 80, [](CLI::App& root) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* cmd = root.add_subcommand(
       "validate", "Train a real network with MPI on this machine and compare the measured time with dtsim's prediction");
-  cmd->add_option("--model", a->options.model, "Network to train: lenet5 or resnet20 (or any model of supported ops)")
+  cmd->add_option("--framework", a->options.framework,
+                  "dtsim (dtsim-train: oneDNN + MPI) or pytorch (validate/pytorch/train.py: eager PyTorch, DDP over "
+                  "gloo, predicted from libtorch calibration)")
       ->capture_default_str();
+  cmd->add_option("--model", a->options.model,
+                  "Network to train: lenet5 or resnet20 (or any model of supported ops); pytorch: lenet5 or resnet18")
+      ->capture_default_str();
+  cmd->add_option("--side", a->options.side, "Image side (pytorch only; Fashion-MNIST is resized)")->capture_default_str();
+  cmd->add_option("--channels", a->options.channels, "Image channels (pytorch only)")->capture_default_str();
   cmd->add_option("--ranks", a->ranks, "Comma-separated MPI rank counts, one run each")->capture_default_str();
   cmd->add_option("--threads", a->options.threads, "OpenMP threads per rank")->capture_default_str();
   cmd->add_option("--batch", a->options.batch, "Samples per rank and iteration")->capture_default_str();
@@ -126,16 +133,19 @@ const CommandRegistrar registrar("validate", 80, [](CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--data", a->options.data, "fashion-mnist or synthetic")->capture_default_str();
   cmd->add_flag("--no-overlap", a->no_overlap, "Exchange gradients after backward instead of during it");
-  cmd->add_option("--fusion-mb", a->fusion_mb, "Gradient bucket size, MiB")->capture_default_str();
+  cmd->add_option("--fusion-mb", a->fusion_mb, "Gradient bucket size, MiB (pytorch: bucket_cap_mb, default 25)")
+      ->capture_default_str();
   cmd->add_option("--timeout", a->options.timeout_s, "Seconds after which a training run is killed")
       ->capture_default_str();
   cmd->add_flag("--no-predict", [a](std::int64_t) { a->options.predict = false; }, "Measure only");
   cmd->add_option("--work-dir", a->options.work_dir, "Keep the trainer reports here (default: a new /tmp directory)");
   cmd->add_option("--format", a->format, "table, csv or json")->capture_default_str();
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
     const TextFormat format = parse_text_format(a->format);
     a->options.ranks = parse_ranks(a->ranks);
     a->options.overlap = !a->no_overlap;
+    const double DDP_BUCKET_CAP_MB = 25;  // torch.nn.parallel.DistributedDataParallel's default
+    if (a->options.framework == "pytorch" && cmd->count("--fusion-mb") == 0) a->fusion_mb = DDP_BUCKET_CAP_MB;
     if (!(a->fusion_mb > 0)) throw InputError(fmt::format("--fusion-mb: expected > 0, got {}", a->fusion_mb));
     a->options.fusion_bytes = a->fusion_mb * 1024 * 1024;
     print(validate::run_validation(a->options), format);

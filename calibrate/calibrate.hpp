@@ -26,7 +26,7 @@ struct CalibrateOptions {
   // Co-run calibration: this many copies of the work run at once, each with `threads` threads, and
   // copy 0 is timed while the others keep their cores busy with the same passes. 1 = alone.
   int instances = 1;
-  std::string backend = "onednn";   // "onednn" or "cudnn"
+  std::string backend = "onednn";   // "onednn", "libtorch" (plugin, DTSIM_HAVE_TORCH) or "cudnn"
   std::string db_path;              // empty = default_db_path()
   CleanTimerOptions timer;          // its `threads` is set from `threads`
   std::int64_t max_bytes = std::int64_t{6} << 30;  // tensors of one layer at most (memory guard)

@@ -10,7 +10,7 @@ namespace dtsim::calibrate {
 
 // The machine and library a set of timings belongs to, with the figures the device model needs.
 struct HostInfo {
-  std::string backend = "onednn";   // "onednn" or "cudnn"
+  std::string backend = "onednn";   // "onednn", "libtorch" or "cudnn"
   std::string device_model;         // CPU model name or GPU name
   std::string isa;                  // ISA oneDNN dispatched ("avx512_core_amx"), or "sm_80" for GPUs
   std::string library_version;      // "oneDNN 2.6.3" / "cuDNN 9.19.0"

@@ -34,6 +34,9 @@ struct ComputeProfile {
   double update_s = 0;            // optimizer (SGD with momentum) step over all parameters
   double anchor_factor = 1.0;     // multiplier applied to every time to match a measured throughput
   double coverage = 0;            // fraction of forward+backward time that came from measured entries
+  // Whose timings the host efficiencies came from: "onednn", or "libtorch" when asked for and the
+  // database has a libtorch host (else "onednn", the fallback; coverage then counts oneDNN entries).
+  std::string calibration_backend = "onednn";
 
   double fwd_s() const;
   double bwd_s() const;
@@ -48,6 +51,9 @@ struct ProfileOptions {
   std::string db_path;          // calibration database; empty = the default (see calibrate.hpp)
   std::optional<double> anchor_samples_per_s;  // measured single-worker throughput to match
   Precision precision = Precision::FP32;       // fp16-mixed: GPUs with FP16 tensor cores only
+  // Calibration to take host times from: "onednn" (the kernels at their best) or "libtorch" (eager
+  // PyTorch ops; framework profile pytorch-ddp). Without a libtorch host in the database, oneDNN's is used.
+  std::string backend = "onednn";
 };
 
 // Predicts the per-layer times of `model` (built at the per-worker batch) on `device`, from the

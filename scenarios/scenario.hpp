@@ -56,4 +56,13 @@ Scenario load_scenario(const std::string& path);
 // efficiency relative to the 1-worker prediction. Throws InputError for impossible set-ups.
 std::vector<sim::PointResult> predict_scenario(const Scenario& scenario);
 
+// Where the scenario's compute times come from: the calibration backend used (the framework's, or
+// oneDNN when the database has none of it) and the share of forward+backward time from measured entries.
+struct ComputeSource {
+  std::string wanted;    // the framework's calibration ("onednn", "libtorch")
+  std::string used;
+  double coverage = 0;
+};
+ComputeSource compute_source(const Scenario& scenario);
+
 }  // namespace dtsim::scenarios

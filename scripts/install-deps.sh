@@ -17,6 +17,8 @@ packages=(
   zlib1g-dev                           # reading the gzip'd Fashion-MNIST IDX files
   dataset-fashion-mnist                # real training data for validation
   python3 python3-matplotlib python3-yaml   # plots (plots/*.py)
+  libtorch-dev                         # libtorch calibration backend (calibrate --backend libtorch)
+  python3-torch python3-torchvision    # validate --framework pytorch (validate/pytorch/train.py)
 )
 
 SUDO=""

@@ -65,6 +65,9 @@ struct FrameworkRuntime {
   std::string name = "none";
   bool negotiation = false;    // a small allreduce among all ranks before each collective (Horovod)
   bool fusion_copies = false;  // fused gradients copied into and out of a buffer at device memory bandwidth
+  // Calibration whose per-layer times the framework's compute runs at: "onednn" (kernels at their best),
+  // "libtorch" (eager PyTorch ops, `dtsim calibrate --backend libtorch`; oneDNN where none exist).
+  std::string calibration = "onednn";
 };
 
 // A framework profile: its runtime and the defaults it sets (docs/frameworks.md, with sources).

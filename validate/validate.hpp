@@ -6,9 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "platforms/platform.hpp"
+
 namespace dtsim::validate {
 
 struct ValidateOptions {
+  // "dtsim": dtsim-train (oneDNN + MPI); "pytorch": validate/pytorch/train.py (eager PyTorch, DDP over
+  // gloo), predicted from libtorch calibration with the pytorch-ddp framework profile.
+  std::string framework = "dtsim";
   std::string model = "lenet5";
   std::vector<int> ranks{1, 2};
   int threads = 1;                 // OpenMP threads per rank
@@ -22,6 +27,8 @@ struct ValidateOptions {
   double timeout_s = 300;          // per mpirun launch; a hung or dead run is killed after this
   bool predict = true;             // false: measure only
   std::string work_dir;            // where reports go; empty = a fresh directory under /tmp
+  int side = 28;                   // image side (pytorch only; Fashion-MNIST is resized when not 28)
+  int channels = 1;                // image channels (pytorch only; gray replicated)
 };
 
 // One timed phase: measured median over the kept iterations and the prediction (negative = none).
@@ -60,6 +67,10 @@ struct CommFit {
 // around_bytes is 0. Throws Failure when the report is malformed or has too few points in the range.
 CommFit fit_comm(const std::string& bench_json, double around_bytes = 0);
 
+// This machine as a one-node dtsim platform: the `host` CPU device, shared-memory links with the latency
+// and bandwidth of `fit` (an allreduce curve read through the ring model); unused links when !measured.
+platforms::Platform localhost_platform(const CommFit& fit, bool measured);
+
 struct ValidationRow {
   int ranks = 0;
   MeasuredRun measured;
@@ -80,6 +91,16 @@ struct ValidationReport {
 // on-the-spot calibration and the prediction. InputError for bad options; Failure when a run fails
 // (a dead rank is reported with its rank and signal).
 ValidationReport run_validation(const ValidateOptions& options);
+
+// ----- PyTorch (validate/src/pytorch.cpp) ---------------------------------------------------------
+
+// The interpreter of the PyTorch trainer: $DTSIM_PYTHON if set, else /usr/bin/python3.
+std::string python_path();
+// True when that interpreter imports torch and torchvision (python3-torch, python3-torchvision).
+bool pytorch_available();
+// run_validation for framework "pytorch": the same flow with train.py, libtorch calibration and the
+// pytorch-ddp profile. Failure when PyTorch is missing or the torch model differs from dtsim's.
+ValidationReport run_pytorch_validation(const ValidateOptions& options, const std::string& work_dir);
 
 // ----- launching -----------------------------------------------------------------------------------
 

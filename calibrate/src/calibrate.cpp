@@ -21,15 +21,20 @@
 #include "common/errors.hpp"
 #include "common/stats.hpp"
 #include "platforms/device.hpp"
-#ifdef DTSIM_HAVE_CUDNN
+#if defined(DTSIM_HAVE_CUDNN) || defined(DTSIM_HAVE_TORCH)
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
-#include "calibrate/src/cudnn_backend.hpp"
 #include "common/paths.hpp"
+#endif
+#ifdef DTSIM_HAVE_CUDNN
+#include "calibrate/src/cudnn_backend.hpp"
+#endif
+#ifdef DTSIM_HAVE_TORCH
+#include "calibrate/torch/plugin.hpp"
 #endif
 
 namespace dtsim::calibrate {
@@ -43,27 +48,30 @@ constexpr int MAX_THREADS = 1024;
 constexpr std::size_t WINDOW_PASSES = 32;
 constexpr std::int64_t WINDOW_BYTES = std::int64_t{512} << 20;
 
-#ifdef DTSIM_HAVE_CUDNN
-// libdtsim_cudnn.so: $DTSIM_CUDNN_PLUGIN, else the installed one (<prefix>/lib/dtsim, found from the
-// binary's folder), else where the build put it.
-std::string cudnn_plugin_path() {
-  if (const char* env = std::getenv("DTSIM_CUDNN_PLUGIN"); env != nullptr && *env != '\0') return env;
+#if defined(DTSIM_HAVE_CUDNN) || defined(DTSIM_HAVE_TORCH)
+// A calibrator module's path: $`env_name`, else `installed` (relative to the binary's folder, when the
+// module is installed there), else where the build put it.
+std::string plugin_path(const char* env_name, const char* installed, const char* built_path) {
+  if (const char* env = std::getenv(env_name); env != nullptr && *env != '\0') return env;
   const auto bin = executable_dir();
-  const auto installed = (bin / DTSIM_INSTALL_BIN_TO_PLUGIN).lexically_normal();
   std::error_code ec;
-  if (!bin.empty() && std::filesystem::is_regular_file(installed, ec)) return installed.string();
-  return DTSIM_CUDNN_PLUGIN;
+  if (installed != nullptr && !bin.empty()) {
+    const auto path = (bin / installed).lexically_normal();
+    if (std::filesystem::is_regular_file(path, ec)) return path.string();
+  }
+  return built_path;
 }
 
-// Loads the cuDNN plugin and runs its entry point.
-CalibrateSummary run_cudnn_plugin(const models::Model& model, const CalibrateOptions& options) {
-  const std::string path = cudnn_plugin_path();
+// Loads a calibrator module and runs its entry point `symbol`.
+CalibrateSummary run_plugin(const models::Model& model, const CalibrateOptions& options, const std::string& path,
+                            const char* symbol) {
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr)
-    throw Failure(fmt::format("--backend cudnn: cannot load the cuDNN plugin {}: {}", path, ::dlerror()));
-  auto* entry = reinterpret_cast<CudnnPluginEntry>(::dlsym(handle, CUDNN_PLUGIN_SYMBOL));
-  if (entry == nullptr)
-    throw Failure(fmt::format("--backend cudnn: {} has no symbol {}", path, CUDNN_PLUGIN_SYMBOL));
+    throw Failure(fmt::format("--backend {}: cannot load the calibrator module {}: {}", options.backend, path,
+                              ::dlerror()));
+  using Entry = void (*)(const models::Model*, const CalibrateOptions*, CalibrateSummary*);
+  auto* entry = reinterpret_cast<Entry>(::dlsym(handle, symbol));
+  if (entry == nullptr) throw Failure(fmt::format("--backend {}: {} has no symbol {}", options.backend, path, symbol));
   CalibrateSummary summary;
   entry(&model, &options, &summary);  // exceptions (no GPU ...) propagate; the handle stays loaded
   return summary;
@@ -130,14 +138,23 @@ HostInfo current_host(const std::string& backend, int threads, int instances) {
 
 CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (options.backend != "onednn" && options.backend != "cudnn")
-    throw InputError(fmt::format("--backend must be 'onednn' or 'cudnn', got '{}'", options.backend));
+  if (options.backend != "onednn" && options.backend != "cudnn" && options.backend != "libtorch")
+    throw InputError(fmt::format("--backend must be 'onednn', 'libtorch' or 'cudnn', got '{}'", options.backend));
   if (options.max_bytes < (1 << 20)) throw InputError("calibration memory limit must be at least 1 MiB");
   if (options.backend == "cudnn") {
 #ifdef DTSIM_HAVE_CUDNN
-    return run_cudnn_plugin(model, options);
+    return run_plugin(model, options, plugin_path("DTSIM_CUDNN_PLUGIN", DTSIM_INSTALL_BIN_TO_PLUGIN, DTSIM_CUDNN_PLUGIN),
+                      CUDNN_PLUGIN_SYMBOL);
 #else
     throw Failure("--backend cudnn: this dtsim was built without cuDNN (CUDA/cuDNN not found at configure time)");
+#endif
+  }
+  if (options.backend == "libtorch") {
+#ifdef DTSIM_HAVE_TORCH
+    return run_plugin(model, options, plugin_path("DTSIM_TORCH_PLUGIN", nullptr, DTSIM_TORCH_PLUGIN), TORCH_PLUGIN_SYMBOL);
+#else
+    throw Failure("--backend libtorch: this dtsim was built without libtorch (libtorch-dev not found at configure "
+                  "time, or -DDTSIM_WITH_TORCH=OFF)");
 #endif
   }
   const int threads = resolve_threads(options.threads);

@@ -171,8 +171,8 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
     const json& h = hosts[i];
     HostData data;
     data.info.backend = r.str(h, hw, "backend");
-    if (data.info.backend != "onednn" && data.info.backend != "cudnn")
-      r.fail(hw + ".backend", "expected \"onednn\" or \"cudnn\"");
+    if (data.info.backend != "onednn" && data.info.backend != "libtorch" && data.info.backend != "cudnn")
+      r.fail(hw + ".backend", "expected \"onednn\", \"libtorch\" or \"cudnn\"");
     data.info.device_model = r.str(h, hw, "device_model");
     data.info.isa = r.str(h, hw, "isa");
     data.info.library_version = r.str(h, hw, "library_version");

@@ -99,13 +99,13 @@ double host_efficiency(const HostInfo& host, const PassEntry& e) {
   return std::clamp(roof / busy, MIN_EFFICIENCY, MAX_EFFICIENCY);
 }
 
-HostModel fit_host_model(const CalibrationDb& db) {
+HostModel fit_host_model(const CalibrationDb& db, const std::string& backend) {
   HostModel model;
   const std::vector<HostInfo> hosts = db.hosts();
   const HostInfo* best = nullptr;
   std::size_t best_n = 0;
   for (const auto& h : hosts) {
-    if (h.backend != "onednn" || h.instances != 1) continue;
+    if (h.backend != backend || h.instances != 1) continue;
     const std::size_t n = db.entries(h.key()).size();
     if (!best || n > best_n || (n == best_n && h.threads > best->threads)) {
       best = &h;

@@ -25,8 +25,9 @@ struct CachedModel {
   HostModel host;
 };
 
-// The database and its fitted host model, re-read only when the file changes (size or mtime).
-std::shared_ptr<const CachedModel> cached_model(const std::string& path) {
+// The database and the host model of `backend` fitted from it, re-read only when the file changes (size
+// or mtime).
+std::shared_ptr<const CachedModel> cached_model(const std::string& path, const std::string& backend) {
   struct Slot {
     long long mtime_ns = -1;
     long long size = -1;
@@ -41,11 +42,11 @@ std::shared_ptr<const CachedModel> cached_model(const std::string& path) {
     size = static_cast<long long>(st.st_size);
   }
   std::lock_guard lock(mutex);
-  Slot& slot = cache[path];
+  Slot& slot = cache[path + "\n" + backend];
   if (!slot.model || slot.mtime_ns != mtime_ns || slot.size != size) {
     auto fresh = std::make_shared<CachedModel>();
     fresh->db = CalibrationDb::load(path);
-    fresh->host = fit_host_model(fresh->db);
+    fresh->host = fit_host_model(fresh->db, backend);
     slot = Slot{mtime_ns, size, std::move(fresh)};
   }
   return slot.model;
@@ -128,7 +129,14 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   const double byte_scale = element_bytes(options.precision) / element_bytes(Precision::FP32);
 
   const std::string path = options.db_path.empty() ? default_db_path() : options.db_path;
-  const auto cached = cached_model(path);
+  if (options.backend != "onednn" && options.backend != "libtorch")
+    throw InputError(fmt::format("calibration backend must be 'onednn' or 'libtorch', got '{}'", options.backend));
+  std::string backend = options.backend;
+  auto cached = cached_model(path, backend);
+  if (!cached->host.has_host() && backend != "onednn") {
+    backend = "onednn";  // no libtorch calibration in this database: the oneDNN one, said in the profile
+    cached = cached_model(path, backend);
+  }
 
   WorkerPlacement placement;
   placement.workers_per_node = options.workers_per_node;
@@ -138,6 +146,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   profile.device = device.name;
   profile.batch = static_cast<int>(model.batch());
   profile.precision = options.precision;
+  profile.calibration_backend = backend;
   profile.compute_model = kernels ? fmt::format("kernel model ({})", kernels->fitted_on) : "device model";
   if (device.kind == platforms::DeviceKind::CPU) {
     const int node_cores = std::max(device.cores, 1) * options.cpu_sockets;

@@ -138,6 +138,7 @@ Prepared prepare(const Scenario& s) {
   po.cpu_sockets = p.platform.node.cpu_sockets;
   po.db_path = s.db_path;
   po.precision = s.precision;
+  po.backend = s.point.framework.calibration;
   const auto& device = p.platform.worker_device();
   if (!s.allow_oversubscribe)
     calibrate::check_memory_fits(calibrate::estimate_memory(model, s.precision, device), model, device);
@@ -202,6 +203,16 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s) {
   return out;
 }
 }  // namespace
+
+ComputeSource compute_source(const Scenario& s) {
+  try {
+    check_scenario(s);
+    const Prepared p = prepare(s);
+    return {s.point.framework.calibration, p.profile.calibration_backend, p.profile.coverage};
+  } catch (const InputError& e) {
+    rethrow_for_file(s, e);
+  }
+}
 
 std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
   try {

@@ -28,6 +28,8 @@ constexpr int MAX_RANKS = 64;
 constexpr int MAX_THREADS = 256;
 constexpr int MAX_BATCH = 4096;
 constexpr int MAX_ITERATIONS = 100000;
+constexpr int MAX_SIDE = 1024;
+constexpr int MAX_CHANNELS = 64;
 // Fashion-MNIST geometry, which the synthetic data copies so both predict the same network.
 constexpr int IMAGE_SIDE = 28;
 constexpr int IMAGE_CHANNELS = 1;
@@ -65,10 +67,37 @@ void check_options(const ValidateOptions& o) {
   if (!(o.fusion_bytes > 0) || !std::isfinite(o.fusion_bytes))
     throw InputError(fmt::format("--fusion-mb: expected > 0, got {} bytes", o.fusion_bytes));
   if (!(o.timeout_s > 0)) throw InputError(fmt::format("--timeout: expected > 0 seconds, got {}", o.timeout_s));
+  if (o.framework != "dtsim" && o.framework != "pytorch")
+    throw InputError(fmt::format("--framework: expected dtsim or pytorch, got '{}'", o.framework));
+  if (o.framework == "pytorch") {
+    if (o.model != "lenet5" && o.model != "resnet18")
+      throw InputError(fmt::format("--model: the PyTorch trainer has lenet5 and resnet18, got '{}'", o.model));
+    if (o.strategy != "allreduce-ring")
+      throw InputError("--strategy: the PyTorch trainer runs DistributedDataParallel (allreduce-ring) only");
+    if (!o.overlap) throw InputError("--no-overlap: DistributedDataParallel always overlaps its buckets with backward");
+    if (o.side < 1 || o.side > MAX_SIDE) throw InputError(fmt::format("--side: expected 1..{}, got {}", MAX_SIDE, o.side));
+    if (o.channels < 1 || o.channels > MAX_CHANNELS)
+      throw InputError(fmt::format("--channels: expected 1..{}, got {}", MAX_CHANNELS, o.channels));
+  } else if (o.side != IMAGE_SIDE || o.channels != IMAGE_CHANNELS) {
+    throw InputError("--side/--channels: only the PyTorch trainer (--framework pytorch) takes other image sizes");
+  }
 }
 
-// The machine we run on as a one-node dtsim platform: the `host` CPU device, shared-memory links with
-// the latency and bandwidth fitted to this machine's MPI allreduce curve.
+std::vector<std::string> trainer_args(const ValidateOptions& o, const std::string& out) {
+  return {"--model",     o.model,
+          "--batch",     std::to_string(o.batch),
+          "--iterations", std::to_string(o.iterations),
+          "--warmup",    std::to_string(o.warmup),
+          "--threads",   std::to_string(o.threads),
+          "--data",      o.data,
+          "--strategy",  o.strategy == "ps" ? "ps" : "allreduce",
+          "--overlap",   o.overlap ? "true" : "false",
+          "--fusion-bytes", fmt::format("{}", o.fusion_bytes),
+          "--out",       out};
+}
+
+}  // namespace
+
 platforms::Platform localhost_platform(const CommFit& fit, bool measured) {
   platforms::Platform p;
   p.name = "localhost";
@@ -88,21 +117,6 @@ platforms::Platform localhost_platform(const CommFit& fit, bool measured) {
   return p;
 }
 
-std::vector<std::string> trainer_args(const ValidateOptions& o, const std::string& out) {
-  return {"--model",     o.model,
-          "--batch",     std::to_string(o.batch),
-          "--iterations", std::to_string(o.iterations),
-          "--warmup",    std::to_string(o.warmup),
-          "--threads",   std::to_string(o.threads),
-          "--data",      o.data,
-          "--strategy",  o.strategy == "ps" ? "ps" : "allreduce",
-          "--overlap",   o.overlap ? "true" : "false",
-          "--fusion-bytes", fmt::format("{}", o.fusion_bytes),
-          "--out",       out};
-}
-
-}  // namespace
-
 ValidationReport run_validation(const ValidateOptions& options) {
   check_options(options);
   ValidationReport report;
@@ -115,6 +129,7 @@ ValidationReport run_validation(const ValidateOptions& options) {
   } else {
     std::filesystem::create_directories(dir);
   }
+  if (options.framework == "pytorch") return run_pytorch_validation(options, dir);
   models::ModelOptions mo;
   mo.batch = options.batch;
   mo.input_h = mo.input_w = IMAGE_SIDE;

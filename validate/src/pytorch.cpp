@@ -1,0 +1,196 @@
+// `dtsim validate --framework pytorch`: real eager PyTorch training (validate/pytorch/train.py, DDP over
+// gloo for 2+ processes), the torch model checked equal to dtsim's, gloo curves fitted as the links,
+// libtorch calibration of the same layers, and the prediction with the pytorch-ddp framework profile.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "calibrate/calibrate.hpp"
+#include "calibrate/profile.hpp"
+#include "common/clean_timer.hpp"
+#include "common/errors.hpp"
+#include "common/paths.hpp"
+#include "models/zoo.hpp"
+#include "platforms/device.hpp"
+#include "sim/training.hpp"
+#include "validate/validate.hpp"
+
+namespace dtsim::validate {
+namespace {
+
+constexpr const char* DEFAULT_PYTHON = "/usr/bin/python3";
+constexpr int CLASSES = 10;
+constexpr int SIMULATED_ITERATIONS = 4;
+// The on-the-spot calibration's timer bounds, as for the oneDNN trainer (validate.cpp).
+constexpr int CALIBRATION_MAX_BLOCKS = 5;
+constexpr double CALIBRATION_MIN_BLOCK_S = 0.02;
+// Importing torch takes seconds; the availability probe gets this long.
+constexpr double PROBE_TIMEOUT_S = 120;
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Failure(fmt::format("cannot read {}", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string script_path() { return (data_dir() / "validate" / "pytorch" / "train.py").string(); }
+
+// The last non-empty line of a run's output (where Python puts the error).
+std::string last_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+std::string run_trainer(const std::vector<std::string>& args, double timeout_s, const std::string& what) {
+  std::vector<std::string> argv{python_path(), script_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const LaunchResult r = run_command(argv, timeout_s);
+  if (r.timed_out) throw Failure(fmt::format("PyTorch {}: timed out after {:.0f} s", what, timeout_s));
+  if (r.exit_code != 0)
+    throw Failure(fmt::format("PyTorch {} failed (exit {}): {}", what, r.exit_code, last_line(r.output)));
+  return r.output;
+}
+
+// dtsim's layer table (name, parameters, output shape) for the trainer's --check-model.
+void write_layer_table(const models::Model& model, const std::string& path) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : model.layers()) {
+    if (l.op == models::OpKind::INPUT) continue;
+    layers.push_back({{"name", l.name},
+                      {"op", std::string(models::to_string(l.op))},
+                      {"params", l.costs.params},
+                      {"dst", {l.dst_shape.n, l.dst_shape.c, l.dst_shape.h, l.dst_shape.w}}});
+  }
+  std::ofstream f(path);
+  f << nlohmann::json{{"model", model.name()}, {"layers", layers}}.dump(1) << '\n';
+  if (!f) throw Failure(fmt::format("cannot write {}", path));
+}
+
+}  // namespace
+
+std::string python_path() {
+  const char* env = std::getenv("DTSIM_PYTHON");
+  return env != nullptr && *env != '\0' ? env : DEFAULT_PYTHON;
+}
+
+bool pytorch_available() {
+  const LaunchResult r = run_command({python_path(), "-c", "import torch, torchvision"}, PROBE_TIMEOUT_S);
+  return !r.timed_out && r.exit_code == 0;
+}
+
+ValidationReport run_pytorch_validation(const ValidateOptions& options, const std::string& dir) {
+  if (!pytorch_available())
+    throw Failure(fmt::format("--framework pytorch: {} cannot import torch and torchvision (install python3-torch "
+                              "python3-torchvision, or set DTSIM_PYTHON)",
+                              python_path()));
+  ValidationReport report;
+  report.options = options;
+  models::ModelOptions mo;
+  mo.batch = options.batch;
+  mo.input_h = mo.input_w = options.side;
+  mo.channels = options.channels;
+  mo.classes = CLASSES;
+  const auto model = models::load_model(options.model, mo);
+  const std::string layers_path = dir + "/dtsim-layers.json";
+  write_layer_table(model, layers_path);
+
+  const int max_ranks = *std::max_element(options.ranks.begin(), options.ranks.end());
+  if (options.predict && max_ranks >= 2) {
+    const std::string out = dir + "/bench-comm-gloo.json";
+    run_trainer({"--bench-comm", "--procs", "2", "--out", out}, options.timeout_s, "gloo curves");
+    // gloo over TCP loopback has no cache-regime change to fit around (unlike shared-memory MPI): the
+    // bandwidth comes from every message >= 256 KiB, which a busy machine cannot turn into a flat slope.
+    report.comm = fit_comm(read_text(out), 0);
+    report.comm_measured = true;
+  }
+  const double bucket_mb = options.fusion_bytes / (1024.0 * 1024.0);
+  for (int r : options.ranks) {
+    const std::string out = fmt::format("{}/pytorch-{}procs.json", dir, r);
+    run_trainer({"--model", options.model, "--procs", std::to_string(r), "--threads", std::to_string(options.threads),
+                 "--batch", std::to_string(options.batch), "--iterations", std::to_string(options.iterations),
+                 "--warmup", std::to_string(options.warmup), "--data", options.data, "--side",
+                 std::to_string(options.side), "--channels", std::to_string(options.channels), "--bucket-cap-mb",
+                 fmt::format("{}", bucket_mb), "--check-model", layers_path, "--out", out},
+                options.timeout_s, fmt::format("training ({} process(es))", r));
+    ValidationRow row;
+    row.ranks = r;
+    row.measured = summarize_report(read_text(out));
+    if (!row.measured.clean)
+      report.notes.push_back(fmt::format("{} process(es): every iteration window was disturbed by other processes; "
+                                         "figures are medians over all iterations (re-measure on a quiet machine)",
+                                         r));
+    if (r * options.threads > static_cast<int>(std::thread::hardware_concurrency()))
+      report.notes.push_back(fmt::format("{} process(es) x {} thread(s) oversubscribe the {} CPUs", r, options.threads,
+                                         std::thread::hardware_concurrency()));
+    report.rows.push_back(std::move(row));
+  }
+  report.notes.push_back("torch model checked equal to dtsim's (parameters and output shape of every layer)");
+  if (!options.predict) return report;
+
+  calibrate::CalibrateOptions co;
+  co.backend = "libtorch";
+  co.threads = options.threads;
+  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";
+  co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
+  co.timer.min_block_s = CALIBRATION_MIN_BLOCK_S;
+  const auto summary = calibrate::calibrate_model(model, co);
+  report.notes.push_back(fmt::format("libtorch calibration: {} passes ({} reused, {} timed, {} disturbed) in {}",
+                                     summary.items, summary.reused, summary.timed, summary.disturbed, summary.db_path));
+  const int corun = std::min(max_ranks, online_cpus());
+  if (options.threads == 1 && corun >= 2) {
+    co.instances = corun;
+    const auto s = calibrate::calibrate_model(model, co);
+    report.notes.push_back(fmt::format("libtorch co-run calibration: {} copies x 1 thread, {} passes ({} timed, {} "
+                                       "disturbed)",
+                                       corun, s.items, s.timed, s.disturbed));
+  }
+  auto platform = localhost_platform(report.comm, report.comm_measured);
+  if (report.comm_measured) platform.node.intra.source = "dtsim validate: gloo allreduce curve of this machine, ring fit";
+  const auto& device = platforms::DeviceCatalog::builtin().by_name("host");
+  const auto& ddp = sim::framework_by_name("pytorch-ddp");
+  for (auto& row : report.rows) {
+    calibrate::ProfileOptions po;
+    po.threads = options.threads;
+    po.workers_per_node = row.ranks;
+    po.cpu_sockets = 1;
+    po.db_path = summary.db_path;
+    po.backend = ddp.runtime.calibration;
+    const auto profile = calibrate::build_profile(model, device, po);
+    sim::TrainingPoint point;
+    if (row.ranks >= 2) sim::apply_framework(point, ddp);  // 1 process trains without the DDP wrapper
+    point.fusion_bytes = options.fusion_bytes;  // bucket_cap_mb as the trainer ran it
+    point.workers = row.ranks;
+    point.workers_per_node = row.ranks;
+    point.strategy = sim::strategy_by_name("allreduce-ring");  // gloo's allreduce is a ring
+    point.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory slice
+    point.iterations = SIMULATED_ITERATIONS;
+    const auto res = sim::simulate_training(platform, profile, point);
+    auto& ph = row.measured.phases;
+    ph["iteration"].predicted_ms = res.iteration_time_s * 1e3;
+    ph["forward"].predicted_ms = profile.fwd_s() * 1e3;
+    ph["backward"].predicted_ms = profile.bwd_s() * 1e3;
+    ph["update"].predicted_ms = profile.update_s * 1e3;
+    ph["exchange"].predicted_ms = res.breakdown.exposed_communication_s * 1e3;
+    ph["data"].predicted_ms = res.breakdown.io_stall_s * 1e3;
+    row.predicted_ms = ph["iteration"].predicted_ms;
+    row.error_pct = ph["iteration"].error_pct();
+    row.prediction_note =
+        fmt::format("{} calibration, coverage {:.0f}%, pytorch-ddp profile, link {:.2f} GB/s / {:.1f} us",
+                    profile.calibration_backend, profile.coverage * 100, platform.node.intra.link_bandwidth_Bps / 1e9,
+                    platform.node.intra.latency_s * 1e6);
+  }
+  return report;
+}
+
+}  // namespace dtsim::validate
