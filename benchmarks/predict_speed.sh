@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Wall time of single predictions (targets: 128-worker ResNet-50 <= 2 s, 1,024 workers <= 5 s).
+# Wall time of single predictions (targets: 128-worker ResNet-50 <= 2 s, 1,024 workers <= 5 s;
+# parameter servers: 1,024 workers x 256 servers <= 5 s, `--ps auto` at 128 workers <= 10 s).
 # Prints the CLI wall time and the simulation's own wall_s per point. Run on a quiet machine.
 #   benchmarks/predict_speed.sh [path/to/dtsim] [platform] [strategy]
 set -euo pipefail
@@ -22,3 +23,23 @@ print(f"resnet50 {p['workers']:>5} workers: CLI wall {wall:5.2f} s (target <= {t
       f"{p['throughput_samples_per_s']:.0f} img/s, efficiency {p['efficiency']:.3f}")
 PY
 done
+
+# Parameter servers (strategy ps, coarse traffic above 64 workers): 1,024 x 256, and the server search.
+ps_line() {  # label target_s args...
+  local label="$1" target="$2"
+  shift 2
+  local start end json
+  start=$(date +%s.%N)
+  json="$("$dtsim" predict --model resnet50 --platform "$platform" --batch 64 --strategy ps --format json "$@")"
+  end=$(date +%s.%N)
+  python3 - "$json" "$start" "$end" "$label" "$target" <<'PY'
+import json, sys
+p = json.loads(sys.argv[1])["points"][0]
+wall, target = float(sys.argv[3]) - float(sys.argv[2]), float(sys.argv[5])
+print(f"resnet50 {sys.argv[4]}: CLI wall {wall:6.2f} s (target <= {target:.0f} s, "
+      f"{'ok' if wall <= target else 'SLOW'}), {p['ps_servers']} servers, {p['throughput']:.0f} img/s, "
+      f"efficiency {p['efficiency']:.3f}")
+PY
+}
+ps_line "ps  1024 workers x 256 servers" 5 --workers 1024 --ps 256
+ps_line "ps   128 workers, --ps auto   " 10 --workers 128 --ps auto

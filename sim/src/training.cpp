@@ -419,18 +419,31 @@ PointResult Replay::result() const {
 PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
                               const TrainingPoint& point) {
   const Layout layout = check_training_point(platform, profile, point);
-  const std::string text = run_in_child([&] {
-    const auto wall0 = std::chrono::steady_clock::now();
-    World world(platform, layout);
-    Replay replay(world, platform, profile, point, layout);
-    replay.start();
-    world.run();
-    PointResult res = replay.result();
-    res.flows = world.flows_started();
-    res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    if (!point.trace_path.empty()) replay.trace_recorder().write(point.trace_path);
-    return to_json(res).dump();
-  });
+  std::string text;
+  try {
+    text = run_in_child([&] {
+      const auto wall0 = std::chrono::steady_clock::now();
+      World world(platform, layout);
+      Replay replay(world, platform, profile, point, layout);
+      replay.start();
+      world.run();
+      PointResult res = replay.result();
+      res.flows = world.flows_started();
+      res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+      if (!point.trace_path.empty()) replay.trace_recorder().write(point.trace_path);
+      return to_json(res).dump();
+    });
+  } catch (const Failure& e) {
+    // A crash inside SimGrid (an xbt_assert aborts the child): one line naming the point and the
+    // likely cause, exit code 2 as for a set-up dtsim cannot simulate.
+    const std::string what = e.what();
+    if (what.find("died with signal") == std::string::npos) throw;
+    throw InputError(fmt::format(
+        "cannot simulate {} workers, strategy {}{} on {}: {}; likely cause: SimGrid's max-min solver lost "
+        "precision with this many concurrent flows (try comm_mode: coarse; docs/simgrid-notes.md)",
+        point.workers, point.strategy.name(),
+        uses_servers(point.strategy) ? fmt::format(", {} servers", point.ps_servers) : "", platform.name, what));
+  }
   return point_result_from_json(nlohmann::json::parse(text));
 }
 

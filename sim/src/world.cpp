@@ -12,6 +12,7 @@
 #include <simgrid/s4u/Link.hpp>
 #include <xbt/log.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <fmt/format.h>
@@ -45,6 +46,11 @@ struct World::Impl {
   std::unordered_map<std::int64_t, s4u::ExecPtr> loads;    // start_load handles: unbounded execs, cancelled
   std::vector<s4u::ExecPtr> stopped_loads;  // kept until the world ends: the engine ends a cancelled exec later
   std::int64_t next_load = 0;
+  // Link latencies, taken out of SimGrid (every link is set to 0 s) and paid as a start delay by
+  // World::transfer: CM02 weighs a flow's share by 1 / its route latency, which both skews sharing
+  // and overflows the max-min solver's absolute precision at thousands of flows (docs/simgrid-notes.md).
+  std::unordered_map<const s4u::Link*, double> link_latency_s;
+  std::unordered_map<const s4u::Host*, std::unordered_map<const s4u::Host*, double>> route_latency_cache;
 
   void call(const std::function<void()>& fn) {
     if (error) return;  // drain quietly after the first failure; run() rethrows it
@@ -82,6 +88,12 @@ World::World(const platforms::Platform& platform, const Layout& layout) : impl_(
   impl_->engine = new s4u::Engine(&argc, argv);
   configure_network_model(platform);
   impl_->built = build_platform(platform, layout);
+  for (s4u::Link* link : impl_->engine->get_all_links()) {
+    const double latency_s = link->get_latency();
+    if (latency_s <= 0) continue;
+    impl_->link_latency_s[link] = latency_s;
+    link->set_latency(0);
+  }
   impl_->transports = std::make_shared<const FlowTransports>(platform, impl_->built);
   install_transport_factors(impl_->transports);
   g_world_exists = true;
@@ -131,10 +143,26 @@ s4u::Host* World::storage_host_for(int node) const {
 
 double World::route_latency_s(s4u::Host* src, s4u::Host* dst) const {
   if (src == dst) return 0;
+  auto& row = impl_->route_latency_cache[src];
+  if (auto it = row.find(dst); it != row.end()) return it->second;
   std::vector<s4u::Link*> links;
+  src->route_to(dst, links, nullptr);
   double latency = 0;
-  src->route_to(dst, links, &latency);
+  for (const s4u::Link* l : links) {
+    const auto it = impl_->link_latency_s.find(l);
+    if (it != impl_->link_latency_s.end()) latency += it->second;
+  }
+  row.emplace(dst, latency);
   return latency;
+}
+
+double World::route_bandwidth_Bps(s4u::Host* src, s4u::Host* dst) const {
+  if (src == dst) return 0;
+  std::vector<s4u::Link*> links;
+  src->route_to(dst, links, nullptr);
+  double bw = 0;
+  for (const s4u::Link* l : links) bw = bw > 0 ? std::min(bw, l->get_bandwidth()) : l->get_bandwidth();
+  return bw;
 }
 
 double World::message_latency_s(s4u::Host* src, s4u::Host* dst, double bytes) const {
@@ -191,21 +219,23 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     after(0, std::move(done));
     return;
   }
-  // The transport may delay the flow (host-staged pipeline fill); its size-dependent factors and its
-  // rate cap (TCP connections, staged pipeline) are applied by the network model's bandwidth-factor
-  // callback (SimGrid 3.32 ignores Comm::set_rate on host-to-host comms and refuses it once the
-  // source is set), which bounds the flow at cap / the route's slowest link.
-  const FlowPlan plan = impl_->transports->plan(src, dst, bytes);
+  // The flow waits for its route latency (x the transport's factor) and, host-staged, the pipeline
+  // fill; then SimGrid shares bandwidth with every flow weighted alike (links carry 0 s latency, see
+  // Impl::link_latency_s). The transport's size-dependent bandwidth factor and rate cap (TCP
+  // connections, staged pipeline) come from the network model's bandwidth-factor callback (SimGrid
+  // 3.32 ignores Comm::set_rate on host-to-host comms and refuses it once the source is set), which
+  // bounds the flow at cap / the route's slowest link.
+  const double start_delay_s = message_latency_s(src, dst, bytes);
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
-  if (plan.start_delay_s > 0) {
-    // Counted as in flight from now; started (and counted as an activity) when the copies are primed.
+  if (start_delay_s > 0) {
+    // Counted as in flight from now; started (and counted as an activity) once the latency is paid.
     ++impl_->timers_in_flight;
     Impl* impl = impl_.get();
-    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + plan.start_delay_s, [impl, comm]() {
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + start_delay_s, [impl, comm]() {
       --impl->timers_in_flight;
       ++impl->started;
       comm->start();

@@ -42,8 +42,10 @@ class World {
   // The storage end serving `node`: its local SSD, or its client side of the shared parallel file
   // system (one shared link of the PFS aggregate bandwidth); nullptr when the platform has no storage.
   simgrid::s4u::Host* storage_host_for(int node) const;
-  // Sum of link latencies from src to dst (what SimGrid charges a message before bandwidth).
+  // Sum of link latencies from src to dst (what World::transfer waits before the flow starts).
   double route_latency_s(simgrid::s4u::Host* src, simgrid::s4u::Host* dst) const;
+  // The slowest link's bandwidth on the route from src to dst (0 for src == dst).
+  double route_bandwidth_Bps(simgrid::s4u::Host* src, simgrid::s4u::Host* dst) const;
   // What a message of `bytes` pays before bandwidth on an idle network: the route latency times its
   // transport's latency factor, plus the host-staged pipeline fill (closed forms in coarse mode).
   double message_latency_s(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes) const;

@@ -187,30 +187,59 @@ void tree_fine(World& w, const std::vector<int>& ranks, double bytes, Done done)
 }
 
 // ---- coarse: one flow per edge and direction, pipeline fill in closed form ----
+// The fill is a chunk's trip up the deepest path and back down: an inter-node hop takes the chunk's
+// share of the measured steady state (the NIC is what the edges share), an intra-node hop the chunk
+// at its own route's rate, each plus the hop latency.
 void tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done done) {
   std::vector<int> order;
   const auto trees = trees_for(w, ranks, order);
   const double half = bytes / 2;
-  int depth = 0;
+  const double chunk_B = std::min(TREE_CHUNK_B, half);
   double hop_latency_s = 0;
   int flows = 0;
+  // Per position and tree: inter-node hops to the root, and the intra-node hops' time to the root.
+  struct PathCost {
+    int hops = 0, inter_hops = 0;
+    double intra_s = 0;
+  };
+  std::vector<PathCost> paths;
   for (const auto& t : trees) {
-    depth = std::max(depth, depth_of(t.parent));
     for (std::size_t p = 0; p < t.parent.size(); ++p)
       if (t.parent[p] >= 0) {
         flows += 2;
         hop_latency_s = std::max(hop_latency_s, w.message_latency_s(w.worker_host(order[p]),
                                                                     w.worker_host(order[static_cast<std::size_t>(t.parent[p])]),
-                                                                    std::min(TREE_CHUNK_B, half)));
+                                                                    chunk_B));
       }
+    for (std::size_t p = 0; p < t.parent.size(); ++p) {
+      PathCost c;
+      for (int q = static_cast<int>(p); t.parent[static_cast<std::size_t>(q)] >= 0; q = t.parent[static_cast<std::size_t>(q)]) {
+        const int child = order[static_cast<std::size_t>(q)];
+        const int up = order[static_cast<std::size_t>(t.parent[static_cast<std::size_t>(q)])];
+        ++c.hops;
+        if (w.node_of(child) != w.node_of(up))
+          ++c.inter_hops;
+        else
+          c.intra_s += chunk_B / w.route_bandwidth_Bps(w.worker_host(child), w.worker_host(up));
+      }
+      paths.push_back(c);
+    }
   }
   const double t0 = w.now();
   const double chunk_fraction = std::min(1.0, TREE_CHUNK_B / half);
   const double chunks = std::ceil(1 / chunk_fraction);
-  // Each chunk pays a hop latency (one in flight per edge); the pipeline fills over 2 depth - 1 hops.
-  auto all = coll::countdown(flows, [&w, t0, depth, hop_latency_s, chunk_fraction, chunks, done = std::move(done)]() {
-    const double steady_s = w.now() - t0;
-    w.after((chunks - 1) * hop_latency_s + (2 * depth - 1) * (steady_s * chunk_fraction + hop_latency_s), done);
+  auto all = coll::countdown(flows, [&w, t0, hop_latency_s, chunk_fraction, chunks, paths, done = std::move(done)]() {
+    const double inter_chunk_s = (w.now() - t0) * chunk_fraction;
+    double deepest_s = 0, top_s = 0;
+    for (const auto& c : paths) {
+      const double s = c.inter_hops * inter_chunk_s + c.intra_s + c.hops * hop_latency_s;
+      if (s > deepest_s) {
+        deepest_s = s;
+        top_s = (c.inter_hops > 0 ? inter_chunk_s : c.intra_s / std::max(1, c.hops)) + hop_latency_s;
+      }
+    }
+    // Up and down the deepest path, its top hop once: (2 depth - 1) hops when all hops are alike.
+    w.after((chunks - 1) * hop_latency_s + 2 * deepest_s - top_s, done);
   });
   for (const auto& t : trees)
     for (std::size_t p = 0; p < t.parent.size(); ++p) {
