@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
 #include "calibrate/gpu_kernel_model.hpp"
@@ -137,4 +138,25 @@ TEST_CASE("calibrate::Profile: fp16-mixed halves gradient bytes and uses the ten
   CHECK_THROWS_AS(calibrate::build_profile(model, p100, o), InputError);
   CHECK_THROWS_AS(calibrate::precision_by_name("bf16"), InputError);
   CHECK(calibrate::precision_by_name("fp16-mixed") == calibrate::Precision::FP16_MIXED);
+}
+
+TEST_CASE("calibrate::GpuKernelModel: a fallback block may name its own sources; a malformed one is an InputError",
+          "[calibrate]") {
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("dtsim_gk_from_" + std::to_string(::getpid()) + ".json")).string();
+  const std::string block = R"("launch_s": 1e-5, "mem_eff": 0.5, "eff_default": 0.5, "eff": {"gemm": 0.8},
+                               "half_fill": {"gemm": 1000})";
+  auto write = [&](const std::string& fp16_from) {
+    std::ofstream(path) << R"({"devices": {}, "fallback": {"x": {"from": ["a", "b"], "precisions": {"fp32": {)" << block
+                        << R"(, "from": ["a"]}, "fp16-mixed": {)" << block << fp16_from << "}}}}}";
+  };
+  write("");
+  const auto km = calibrate::GpuKernelModel::load(path);
+  CHECK(km.coefficients_or_null("x", calibrate::Precision::FP32)->fitted_on == "a");
+  CHECK(km.coefficients_or_null("x", calibrate::Precision::FP16_MIXED)->fitted_on == "a+b");
+  write(R"(, "from": 3)");
+  CHECK_THROWS_AS(calibrate::GpuKernelModel::load(path), InputError);
+  write(R"(, "from": [3])");
+  CHECK_THROWS_AS(calibrate::GpuKernelModel::load(path), InputError);
+  std::filesystem::remove(path);
 }
