@@ -69,7 +69,19 @@ void read_precisions(GpuKernelModel& model, const nlohmann::json& entry, const s
     if (!precision)
       throw InputError(fmt::format("{}: device '{}': unknown precision '{}' (expected fp32 or fp16-mixed)", path,
                                    device, name));
-    model.set(device, *precision, parse_coefficients(coeffs, path, fmt::format("device '{}' {}", device, name), fitted_on));
+    // A block may name its own sources when they differ per precision (H100: FP32 measured, FP16 from V100).
+    std::string from = fitted_on;
+    if (coeffs.is_object() && coeffs.contains("from")) {
+      if (!coeffs.at("from").is_array())
+        throw InputError(fmt::format("{}: device '{}' {}: field 'from' must be a list of device names", path, device, name));
+      from.clear();
+      for (const auto& f : coeffs.at("from")) {
+        if (!f.is_string())
+          throw InputError(fmt::format("{}: device '{}' {}: field 'from' must be a list of device names", path, device, name));
+        from += (from.empty() ? "" : "+") + f.get<std::string>();
+      }
+    }
+    model.set(device, *precision, parse_coefficients(coeffs, path, fmt::format("device '{}' {}", device, name), from));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
 #include "calibrate/gpu_kernel_model.hpp"
@@ -80,7 +81,7 @@ TEST_CASE("calibrate::GpuKernelModel: the shipped fit reproduces published DeepB
     const char* device;
     std::int64_t n, c, k, hw;
     int r, s;
-    double fwd_ms;  // DeepBench results/train, "Forward (msec)"
+    double fwd_ms;  // DeepBench results/train, "Forward (msec)"; H100: our timing of the same shape
   };
   // DeepBench (commit da81ba78) training conv rows, FP32: VGG-style 3x3 stride-1 and ResNet 1x1 shapes.
   const Row rows[] = {
@@ -89,6 +90,10 @@ TEST_CASE("calibrate::GpuKernelModel: the shipped fit reproduces published DeepB
       {"p100-pcie", 16, 256, 1024, 14, 1, 1, 0.253},  // P100: 14x14 C=256 N=16 K=1024 1x1
       {"v100-sxm2-16gb", 16, 128, 256, 56, 3, 1, 0.900},
       {"v100-sxm2-16gb", 16, 256, 1024, 14, 1, 1, 0.135},
+      // H100 SXM5, cuDNN 9.14 via PyTorch, TF32 off (calibrate/data/measured/h100_deepbench_conv.csv)
+      {"h100-sxm5", 16, 128, 256, 56, 3, 1, 0.6948},
+      {"h100-sxm5", 16, 256, 512, 28, 3, 1, 0.9000},
+      {"h100-sxm5", 16, 256, 1024, 14, 1, 1, 0.0608},
   };
   double sum_abs = 0;
   for (const auto& r : rows) {
@@ -107,6 +112,11 @@ TEST_CASE("calibrate::GpuKernelModel: the shipped fit reproduces published DeepB
   // Devices without DeepBench data get their documented fallback; CPUs get nothing.
   CHECK(km.coefficients_or_null("k80-gk210", calibrate::Precision::FP32) != nullptr);
   CHECK(km.coefficients_or_null("h100-sxm5", calibrate::Precision::FP16_MIXED) != nullptr);
+  // H100: FP32 from its own measured fit; FP16 from V100 (its NCHW FP16 timings do not follow the model).
+  CHECK(km.coefficients_or_null("h100-sxm5", calibrate::Precision::FP32)->fitted_on == "h100-sxm5");
+  CHECK(km.coefficients_or_null("h100-sxm5", calibrate::Precision::FP16_MIXED)->fitted_on == "v100-sxm2-16gb");
+  CHECK(km.coefficients_or_null("h100-pcie", calibrate::Precision::FP32)->fitted_on == "h100-sxm5");
+  CHECK(km.coefficients_or_null("h100-pcie", calibrate::Precision::FP16_MIXED)->fitted_on == "v100-sxm2-16gb");
   CHECK(km.coefficients_or_null("xeon-gold-6148", calibrate::Precision::FP32) == nullptr);
 }
 
@@ -128,4 +138,25 @@ TEST_CASE("calibrate::Profile: fp16-mixed halves gradient bytes and uses the ten
   CHECK_THROWS_AS(calibrate::build_profile(model, p100, o), InputError);
   CHECK_THROWS_AS(calibrate::precision_by_name("bf16"), InputError);
   CHECK(calibrate::precision_by_name("fp16-mixed") == calibrate::Precision::FP16_MIXED);
+}
+
+TEST_CASE("calibrate::GpuKernelModel: a fallback block may name its own sources; a malformed one is an InputError",
+          "[calibrate]") {
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("dtsim_gk_from_" + std::to_string(::getpid()) + ".json")).string();
+  const std::string block = R"("launch_s": 1e-5, "mem_eff": 0.5, "eff_default": 0.5, "eff": {"gemm": 0.8},
+                               "half_fill": {"gemm": 1000})";
+  auto write = [&](const std::string& fp16_from) {
+    std::ofstream(path) << R"({"devices": {}, "fallback": {"x": {"from": ["a", "b"], "precisions": {"fp32": {)" << block
+                        << R"(, "from": ["a"]}, "fp16-mixed": {)" << block << fp16_from << "}}}}}";
+  };
+  write("");
+  const auto km = calibrate::GpuKernelModel::load(path);
+  CHECK(km.coefficients_or_null("x", calibrate::Precision::FP32)->fitted_on == "a");
+  CHECK(km.coefficients_or_null("x", calibrate::Precision::FP16_MIXED)->fitted_on == "a+b");
+  write(R"(, "from": 3)");
+  CHECK_THROWS_AS(calibrate::GpuKernelModel::load(path), InputError);
+  write(R"(, "from": [3])");
+  CHECK_THROWS_AS(calibrate::GpuKernelModel::load(path), InputError);
+  std::filesystem::remove(path);
 }
