@@ -11,6 +11,7 @@
 #include "apps/command.hpp"
 #include "common/errors.hpp"
 #include "common/table.hpp"
+#include "scenarios/explain.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace dtsim::apps {
@@ -18,11 +19,12 @@ namespace {
 
 constexpr double BYTES_PER_MB = 1024.0 * 1024.0;
 constexpr double S_PER_MS = 1e-3;
+constexpr std::size_t PARAGRAPH_COLUMNS = 100;
 
 struct PredictArgs {
   std::string scenario, model, platform, workers, strategy, framework, ps, ps_placement, ps_balance, data, format = "table",
                                                                                                  out, trace, precision;
-  int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
+  int batch = 0, workers_per_node = 0, threads = 0, iterations = 0, trace_iterations = 1;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
   bool explain = false, no_overlap = false, allow_oversubscribe = false;
   CLI::App* cmd = nullptr;
@@ -76,6 +78,14 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
     s.point.iterations = a.iterations;
   }
   if (a.given("--trace")) s.point.trace_path = a.trace;
+  if (a.given("--trace-iterations")) {
+    if (a.trace_iterations < 1)
+      throw InputError(fmt::format("--trace-iterations: expected >= 1, got {}", a.trace_iterations));
+    if (s.point.trace_path.empty()) throw InputError("--trace-iterations: needs --trace FILE (or trace: in the scenario)");
+    s.point.trace_iterations = a.trace_iterations;
+    // The traced iterations follow the warm-up one unless --iterations says otherwise.
+    if (!a.given("--iterations")) s.point.iterations = std::max(s.point.iterations, a.trace_iterations + 1);
+  }
   // A flag replaces the file's value: errors about it then name the flag, not the file.
   for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
                            "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
@@ -123,17 +133,25 @@ void print(const PredictArgs& a, const scenarios::Scenario& s, const std::vector
   }
   std::vector<std::string> header{"workers", "nodes", "ps", "throughput", "efficiency", "iteration_s",
                                   "compute_s", "comm_s", "exposed_comm_s", "io_stall_s"};
-  if (a.explain) header.push_back("bottleneck");
+  // CSV keeps the explanation as a column; a table prints it as paragraphs underneath.
+  const bool explain_column = a.explain && format == TextFormat::CSV;
+  if (explain_column) header.push_back("bottleneck");
   Table table(header);
   for (const auto& r : rows) {
     std::vector<std::string> row{std::to_string(r.workers), std::to_string(r.nodes), std::to_string(r.ps_servers),
                                  fixed(r.throughput, 1), fixed(r.efficiency, 3), fixed(r.iteration_time_s, 4),
                                  fixed(r.breakdown.compute_s, 4), fixed(r.breakdown.communication_s, 4),
                                  fixed(r.breakdown.exposed_communication_s, 4), fixed(r.breakdown.io_stall_s, 4)};
-    if (a.explain) row.push_back(r.bottleneck);
+    if (explain_column) row.push_back(r.bottleneck);
     table.add_row(std::move(row));
   }
   table.print(out, format);
+  if (format != TextFormat::TABLE) return;
+  for (const auto& r : rows) {
+    // An efficiency above 1 is never shown without its reason.
+    const std::string text = a.explain ? r.bottleneck : scenarios::efficiency_note_in(r.bottleneck);
+    if (!text.empty()) out << '\n' << scenarios::wrap_paragraph(text, PARAGRAPH_COLUMNS);
+  }
 }
 
 void run(const PredictArgs& a) {
@@ -183,8 +201,13 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
                 "Predict even when the memory estimate exceeds the GPU's memory (else exit 2)");
   cmd->add_option("--format", a->format, "table|csv|json");
   cmd->add_option("--out", a->out, "Write the output to this file instead of stdout");
-  cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace of one iteration of the last point");
-  cmd->add_flag("--explain", a->explain, "Name each point's bottleneck in plain words");
+  cmd->add_option("--trace", a->trace,
+                  "Write a Chrome/Perfetto trace of the last point (worker, exchange and server tracks, link "
+                  "utilisation counters)");
+  cmd->add_option("--trace-iterations", a->trace_iterations,
+                  "Iterations in the trace, the last N (default 1; raises --iterations to N+1 unless given)");
+  cmd->add_flag("--explain", a->explain,
+                "Explain each point under the table: shares of the iteration, busiest resource, advice");
   cmd->callback([a] { run(*a); });
 });
 
