@@ -106,12 +106,12 @@ def main():
     ax.set_xlim(0, (t1 - t0) / US_PER_MS)
     title = args.name or os.path.basename(args.trace)
     more = f" ({hidden} more tracks not shown)" if hidden else ""
-    ax.set_title(f"{title}: simulated timeline{more}")
+    ax.set_title(f"{title}: simulated timeline{more}", loc="left")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in
                (COLOURS["forward"], COLOURS["backward"], COLOURS["update"], COLOURS["allreduce"], COLOURS["pull"],
                 COLOURS["io"])]
     ax.legend(handles, ["forward", "backward", "update", "allreduce / push", "pull", "input I/O"], fontsize=7,
-              loc="upper right", ncol=6)
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if series:
         cax = axes[1][0]
         for name, points in series:
@@ -121,7 +121,7 @@ def main():
             cax.step(xs, ys, where="post", lw=1, label=name)
         cax.set_ylabel("link utilisation (%)")
         cax.set_ylim(0, 105)
-        cax.legend(fontsize=6, loc="upper right", ncol=2)
+        cax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     axes[-1][0].set_xlabel("time since the first traced iteration (ms)")
     written = []
     for ext in ("png", "svg"):

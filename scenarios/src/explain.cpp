@@ -120,9 +120,11 @@ std::string advice_sentence(const sim::PointResult& r, const Diagnosis& d, const
   const std::string net = c.network.empty() ? "the network" : c.network;
   switch (d.limit) {
     case Limit::COMPUTE:
-      return fmt::format("Compute-bound on {}: the exchange is hidden behind compute, so more servers or a faster "
-                         "network would gain at most {} of the iteration.",
-                         c.device.empty() ? "the device" : c.device, pct(d.exposed_share + d.io_share));
+      return fmt::format("Compute-bound on {}: the exchange is hidden behind compute, so {} would gain at most {} "
+                         "of the iteration.",
+                         c.device.empty() ? "the device" : c.device,
+                         c.parameter_servers ? "more servers or a faster network" : "a faster network or fusion buffer",
+                         pct(d.exposed_share + d.io_share));
     case Limit::INPUT_IO:
       return fmt::format("Input-bound: worker 0 waits {} of the iteration for its {} batch; faster storage (a local "
                          "SSD, a wider parallel file system) or deeper prefetching helps, the exchange does not.",
