@@ -185,6 +185,8 @@ std::string efficiency_note(const sim::PointResult& r, const ExplainContext& c) 
 
 std::string explain_point(const sim::PointResult& r, const ExplainContext& c) {
   const Diagnosis d = diagnose(r, c);
+  // One measured fact per sentence; a further one (e.g. why a server count was chosen) goes before the
+  // advice, which stays last but for the efficiency note.
   std::vector<std::string> sentences{shares_sentence(r, d, c), resource_sentence(d), advice_sentence(r, d, c),
                                      efficiency_note(r, c)};
   std::string text;
