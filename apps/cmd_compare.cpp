@@ -14,9 +14,12 @@
 #include "scenarios/compare.hpp"
 #include "scenarios/config.hpp"
 #include "scenarios/scenario.hpp"
+#include "scenarios/explain.hpp"
 
 namespace dtsim::apps {
 namespace {
+
+constexpr std::size_t PARAGRAPH_COLUMNS = 100;  // explanation paragraphs under the table
 
 struct CompareArgs {
   std::string scenario, platforms, out, format = "table";
@@ -71,8 +74,16 @@ void run(const CompareArgs& a) {
       rows.push_back(o);
     }
     std::cout << rows.dump(2) << '\n';
-  } else {
+  } else if (format == TextFormat::CSV) {
     t.print(std::cout, format);
+  } else {
+    // The explanation (last column) is a paragraph per point under the table, not a column that wraps.
+    std::vector<std::string> header(t.header().begin(), t.header().end() - 1);
+    Table shown(header);
+    for (const auto& r : t.rows()) shown.add_row(std::vector<std::string>(r.begin(), r.end() - 1));
+    shown.print(std::cout, format);
+    for (const auto& r : t.rows())
+      if (!r.back().empty()) std::cout << '\n' << scenarios::wrap_paragraph(r[1] + ": " + r.back(), PARAGRAPH_COLUMNS);
   }
   if (!a.no_plot) {
     const auto& first = parsed.front();

@@ -15,6 +15,7 @@
 #include "common/text.hpp"
 #include "scenarios/config.hpp"
 #include "platforms/transport.hpp"
+#include "scenarios/explain.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace dtsim::apps {
@@ -22,11 +23,12 @@ namespace {
 
 constexpr double BYTES_PER_MB = 1024.0 * 1024.0;
 constexpr double S_PER_MS = 1e-3;
+constexpr std::size_t PARAGRAPH_COLUMNS = 100;
 
 struct PredictArgs {
   std::string scenario, model, platform, workers, strategy, framework, collective_library, ps, ps_placement, ps_balance,
       ps_transport, data, format = "table", out, trace, precision, dump_config;
-  int batch = 0, workers_per_node = 0, threads = 0, iterations = 0;
+  int batch = 0, workers_per_node = 0, threads = 0, iterations = 0, trace_iterations = 1;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
   bool explain = false, no_overlap = false, no_interference = false, allow_oversubscribe = false, no_variability = false;
   CLI::App* cmd = nullptr;
@@ -104,6 +106,14 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
     s.point.iterations = a.iterations;
   }
   if (a.given("--trace")) s.point.trace_path = a.trace;
+  if (a.given("--trace-iterations")) {
+    if (a.trace_iterations < 1)
+      throw InputError(fmt::format("--trace-iterations: expected >= 1, got {}", a.trace_iterations));
+    if (s.point.trace_path.empty()) throw InputError("--trace-iterations: needs --trace FILE (or trace: in the scenario)");
+    s.point.trace_iterations = a.trace_iterations;
+    // The traced iterations follow the warm-up one unless --iterations says otherwise.
+    if (!a.given("--iterations")) s.point.iterations = std::max(s.point.iterations, a.trace_iterations + 1);
+  }
   // A flag replaces the file's value: errors about it then name the flag, not the file.
   for (const std::string& field : given_fields(a)) s.field_origin.erase(field);
   if (a.given("--precision")) s.precision = calibrate::precision_by_name(a.precision);
@@ -132,7 +142,9 @@ void print(const PredictArgs& a, const scenarios::Scenario& s, const scenarios::
   const std::string unit = human ? "" : "_s";
   std::vector<std::string> header{"workers", "nodes", "ps", "throughput", "efficiency", "iteration" + unit,
                                   "compute" + unit, "comm" + unit, "exposed_comm" + unit, "io_stall" + unit};
-  if (a.explain) header.push_back("bottleneck");
+  // CSV keeps the explanation as a column; a table prints it as paragraphs underneath.
+  const bool explain_column = a.explain && format == TextFormat::CSV;
+  if (explain_column) header.push_back("bottleneck");
   auto time = [&](double v) { return human ? human_seconds(v) : fixed(v, 4); };
   Table table(header);
   for (const auto& r : rows) {
@@ -140,10 +152,16 @@ void print(const PredictArgs& a, const scenarios::Scenario& s, const scenarios::
                                  fixed(r.throughput, 1), fixed(r.efficiency, 3), time(r.iteration_time_s),
                                  time(r.breakdown.compute_s), time(r.breakdown.communication_s),
                                  time(r.breakdown.exposed_communication_s), time(r.breakdown.io_stall_s)};
-    if (a.explain) row.push_back(r.bottleneck);
+    if (explain_column) row.push_back(r.bottleneck);
     table.add_row(std::move(row));
   }
   table.print(out, format);
+  if (format != TextFormat::TABLE) return;
+  for (const auto& r : rows) {
+    // An efficiency above 1 is never shown without its reason.
+    const std::string text = a.explain ? r.bottleneck : scenarios::efficiency_note_in(r.bottleneck);
+    if (!text.empty()) out << '\n' << scenarios::wrap_paragraph(text, PARAGRAPH_COLUMNS);
+  }
 }
 
 void write_text_file(const std::string& path, const std::string& text, const char* flag) {
@@ -228,8 +246,13 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
                 "Predict even when the memory estimate exceeds the GPU's memory (else exit 2)");
   cmd->add_option("--format", a->format, "table|csv|json");
   cmd->add_option("--out", a->out, "Write the output to this file instead of stdout");
-  cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace of one iteration of the last point");
-  cmd->add_flag("--explain", a->explain, "Name each point's bottleneck in plain words");
+  cmd->add_option("--trace", a->trace,
+                  "Write a Chrome/Perfetto trace of the last point (worker, exchange and server tracks, link "
+                  "utilisation counters)");
+  cmd->add_option("--trace-iterations", a->trace_iterations,
+                  "Iterations in the trace, the last N (default 1; raises --iterations to N+1 unless given)");
+  cmd->add_flag("--explain", a->explain,
+                "Explain each point under the table: shares of the iteration, busiest resource, advice");
   cmd->add_option("--dump-config", a->dump_config,
                   "Write the fully resolved scenario as YAML to this file ('-' = stdout) and exit without predicting; "
                   "`dtsim predict FILE` and `dtsim sweep FILE` load it again");

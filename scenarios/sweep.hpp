@@ -102,5 +102,9 @@ namespace dtsim::scenarios {
 // written (one per line, as the script prints them). Failure if the script fails.
 std::string run_plots(const std::string& results, const std::string& out_dir,
                       const std::vector<std::string>& extra = {});
+// Runs plots/plot_timeline.py on a trace written by `predict --trace`: timeline.png/svg in out_dir;
+// returns the paths written. InputError for a missing or unreadable trace (exit code 2 of the script).
+std::string run_timeline_plot(const std::string& trace, const std::string& out_dir,
+                              const std::vector<std::string>& extra = {});
 
 }  // namespace dtsim::scenarios

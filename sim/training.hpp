@@ -105,7 +105,8 @@ struct TrainingPoint {
   int iterations = 3;                        // simulated iterations (the first is warm-up)
   Variability variability;
   CommMode comm_mode = CommMode::AUTO;
-  std::string trace_path;                    // non-empty: write a Chrome trace of one iteration
+  std::string trace_path;                    // non-empty: write a Chrome/Perfetto trace
+  int trace_iterations = 1;                  // the last N iterations are traced (<= iterations)
   double input_bytes_per_sample = 0;         // data-parallel-single-node: input tensor scattered from device 0
   double output_bytes_per_sample = 0;        // data-parallel-single-node: outputs gathered on device 0
   double metadata_ops_per_sample = 1;        // real data on a parallel FS: file opens per sample (one JPEG each)
@@ -117,6 +118,21 @@ struct Breakdown {
   double communication_s = 0;            // wall time during which gradient exchange is in flight
   double exposed_communication_s = 0;    // communication not hidden behind compute
   double io_stall_s = 0;                 // waiting for input
+  // exposed_communication_s split by what rank 0 waits for (the rest, if any, is mid-iteration):
+  double exposed_before_forward_s = 0;   // parameters (PS pull) or a scattered input before forward
+  double exposed_after_backward_s = 0;   // the gradient exchange (and a PS update) after backward
+};
+
+// One measured resource of the steady-state iterations: a link (NIC, switch port, PCIe switch uplink,
+// device link, fabric, storage) or a parameter-server shard's CPU.
+struct ResourceUse {
+  std::string name;          // in words: "node 0 NIC (sending)", "PS shard 2 CPU"
+  std::string kind;          // nic | switch-port | fabric | pcie-switch | device-link | nvlink | storage | ps-cpu
+  int node = -1;             // node it belongs to (-1: shared fabric or storage)
+  int server = -1;           // a PS shard on that node (NIC, switch port, CPU), else -1
+  double bytes = 0;          // carried per iteration (0 for a CPU)
+  double capacity_Bps = 0;   // line rate (0 for a CPU)
+  double utilisation = 0;    // busy fraction of the measured iterations: bytes / (capacity x time)
 };
 
 struct PointResult {
@@ -139,7 +155,11 @@ struct PointResult {
   double busiest_nic_bytes = 0; // its bytes per iteration in its busier direction
   double busiest_nic_busy = 0;  // that direction's busy fraction of the iteration at the NIC's payload rate
   int busiest_nic_server = -1;  // parameter-server shard on that node, or -1
+  // The busiest resources by measured utilisation over the steady-state iterations (SimGrid link
+  // usage integrated over time; PS CPU: its update time), busiest first, at most MAX_RESOURCES_REPORTED.
+  std::vector<ResourceUse> resources;
 };
+inline constexpr std::size_t MAX_RESOURCES_REPORTED = 8;
 
 // One field of a result: its name (the JSON key and the CSV column), how to read and write it, and
 // whether a sweep's results.csv shows it (results.jsonl and `--format json` carry every field).

@@ -1,42 +1,222 @@
-// The bottleneck sentence of a point, from the shares of its iteration and the busiest NIC.
+// The explanation of a point: the shares of rank 0's iteration (compute, each kind of exposed
+// communication, input I/O), the busiest resource by measured utilisation, and advice that follows.
 #include "scenarios/explain.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 namespace dtsim::scenarios {
 namespace {
 // A share of the iteration at or above this is worth naming as the limit.
 constexpr double NOTABLE_SHARE = 0.1;
+// Compute at or above this share of the iteration: the point is compute-bound.
+constexpr double COMPUTE_BOUND_SHARE = 0.8;
+// A resource moving data at line rate for at least this share of the iteration is what the exposed
+// communication waits for (below it, waiting is latency and synchronisation, not bandwidth).
+constexpr double SATURATED_SHARE = 0.3;
+// Efficiency above 1 by less than this is reported as timing resolution, not as a gain.
+constexpr double EFFICIENCY_NOISE = 1e-3;
+constexpr double PERCENT = 100;
+constexpr double BITS_PER_BYTE = 8;
+
+bool is_nic_side(const std::string& kind) { return kind == "nic" || kind == "switch-port"; }
+bool is_intra_node(const std::string& kind) {
+  return kind == "pcie-switch" || kind == "device-link" || kind == "nvlink";
+}
+
+std::string pct(double share) { return fmt::format("{:.0f}%", PERCENT * share); }
+
+std::string bytes_text(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  return fmt::format("{:.0f} kB", b / 1e3);
+}
+
+std::string rate_text(double Bps) {
+  const double bits = Bps * BITS_PER_BYTE;
+  return bits >= 1e9 ? fmt::format("{:.3g} Gb/s", bits / 1e9) : fmt::format("{:.3g} Mb/s", bits / 1e6);
+}
+
+// Names of the exposed parts by strategy family.
+struct WaitNames {
+  const char* before;
+  const char* after;
+};
+WaitNames wait_names(const ExplainContext& c) {
+  if (c.parameter_servers) return {"parameter pull", "gradient push and server update"};
+  if (c.single_node) return {"input scatter and parameter broadcast", "gradient reduce"};
+  return {"waiting before forward", "gradient allreduce"};
+}
 }  // namespace
 
-std::string explain_point(const sim::PointResult& r, const ExplainContext& c) {
-  // Rank 0's measured iteration: the breakdown's three parts add up to it.
+Diagnosis diagnose(const sim::PointResult& r, const ExplainContext& c) {
+  Diagnosis d;
   const auto& b = r.breakdown;
   const double iter = std::max(b.compute_s + b.io_stall_s + b.exposed_communication_s, 1e-12);
-  const double compute_share = b.compute_s / iter;
-  const double io_share = b.io_stall_s / iter;
-  const double exposed_share = b.exposed_communication_s / iter;
-  const double nic_busy = std::min(1.0, r.busiest_nic_busy);
-  if (io_share >= exposed_share && io_share >= NOTABLE_SHARE)
-    return fmt::format("input I/O: worker 0 waits {:.0f}% of the iteration for data ({:.1f} MB per batch)",
-                       100 * io_share, c.batch_input_bytes / 1e6);
-  if (exposed_share >= NOTABLE_SHARE && c.parameter_servers) {
-    const std::string who = r.busiest_nic_server >= 0
-                                ? fmt::format("PS shard {}'s NIC (node {})", r.busiest_nic_server, r.busiest_nic_node)
-                                : fmt::format("node {}'s NIC", r.busiest_nic_node);
-    return fmt::format("{} is busy {:.0f}% of the iteration ({:.1f} MB per direction); "
-                       "{:.0f}% of the iteration is exposed communication",
-                       who, 100 * nic_busy, r.busiest_nic_bytes / 1e6, 100 * exposed_share);
+  d.compute_share = b.compute_s / iter;
+  d.io_share = b.io_stall_s / iter;
+  d.exposed_share = b.exposed_communication_s / iter;
+  d.before_forward_share = b.exposed_before_forward_s / iter;
+  d.after_backward_share = b.exposed_after_backward_s / iter;
+  if (!r.resources.empty()) {
+    d.busiest = r.resources.front();
+    if (is_nic_side(d.busiest->kind))
+      for (const auto& u : r.resources)
+        if (u.kind == d.busiest->kind && u.node == d.busiest->node && u.name != d.busiest->name) {
+          d.busiest_reverse = u;
+          break;
+        }
   }
-  if (exposed_share >= NOTABLE_SHARE)
-    return fmt::format("gradient exchange: {:.0f}% of the iteration is exposed communication "
-                       "({} buckets, {:.1f} MB of gradients per worker over {}; busiest NIC {:.0f}% busy)",
-                       100 * exposed_share, r.buckets, r.gradient_bytes / 1e6,
-                       c.network.empty() ? "the network" : c.network, 100 * nic_busy);
-  return fmt::format("compute: forward, backward and update fill {:.0f}% of the iteration on {}", 100 * compute_share,
-                     c.device.empty() ? "the device" : c.device);
+  if (d.compute_share >= COMPUTE_BOUND_SHARE || (d.io_share < NOTABLE_SHARE && d.exposed_share < NOTABLE_SHARE)) {
+    d.limit = Limit::COMPUTE;
+  } else if (d.io_share >= d.exposed_share) {
+    d.limit = Limit::INPUT_IO;
+  } else if (!d.busiest || d.busiest->utilisation < SATURATED_SHARE) {
+    d.limit = Limit::LATENCY;
+  } else if (d.busiest->kind == "ps-cpu") {
+    d.limit = Limit::PS_SERVER_CPU;
+  } else if (c.parameter_servers && is_nic_side(d.busiest->kind) && d.busiest->server >= 0) {
+    d.limit = Limit::PS_SERVER_NIC;
+  } else if (is_intra_node(d.busiest->kind)) {
+    d.limit = Limit::INTRA_NODE;
+  } else {
+    d.limit = Limit::NETWORK;
+  }
+  return d;
+}
+
+std::string shares_sentence(const sim::PointResult& r, const Diagnosis& d, const ExplainContext& c) {
+  const auto names = wait_names(c);
+  std::vector<std::string> parts{fmt::format("compute {}", pct(d.compute_share))};
+  const double other = std::max(0.0, d.exposed_share - d.before_forward_share - d.after_backward_share);
+  if (d.after_backward_share >= 0.005) parts.push_back(fmt::format("exposed {} {}", names.after, pct(d.after_backward_share)));
+  if (d.before_forward_share >= 0.005) parts.push_back(fmt::format("exposed {} {}", names.before, pct(d.before_forward_share)));
+  if (other >= 0.005) parts.push_back(fmt::format("other waiting {}", pct(other)));
+  if (d.io_share >= 0.005) parts.push_back(fmt::format("input I/O {}", pct(d.io_share)));
+  std::string text = fmt::format("{} worker{}, worker 0's {:.1f} ms iteration: ", r.workers, r.workers == 1 ? "" : "s",
+                                 r.iteration_time_s * 1e3);
+  for (std::size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? "" : ", ") + parts[i];
+  return text + ".";
+}
+
+std::string resource_sentence(const Diagnosis& d) {
+  if (!d.busiest) return "";
+  const auto& u = *d.busiest;
+  if (u.kind == "ps-cpu") return fmt::format("Busiest resource: the {}, busy {} of the iteration.", u.name, pct(u.utilisation));
+  const std::string shard = u.server >= 0 ? fmt::format(", which hosts PS shard {}", u.server) : "";
+  std::string text = fmt::format("Busiest resource: {}{}: {} per iteration, moving data at its {} line rate {} of "
+                                 "the iteration",
+                                 u.name, shard, bytes_text(u.bytes), rate_text(u.capacity_Bps), pct(u.utilisation));
+  if (d.busiest_reverse)
+    text += fmt::format("; its other direction {} ({})", pct(d.busiest_reverse->utilisation),
+                        bytes_text(d.busiest_reverse->bytes));
+  return text + ".";
+}
+
+std::string advice_sentence(const sim::PointResult& r, const Diagnosis& d, const ExplainContext& c) {
+  const std::string net = c.network.empty() ? "the network" : c.network;
+  switch (d.limit) {
+    case Limit::COMPUTE:
+      return fmt::format("Compute-bound on {}: the exchange is hidden behind compute, so {} would gain at most {} "
+                         "of the iteration.",
+                         c.device.empty() ? "the device" : c.device,
+                         c.parameter_servers ? "more servers or a faster network" : "a faster network or fusion buffer",
+                         pct(d.exposed_share + d.io_share));
+    case Limit::INPUT_IO:
+      return fmt::format("Input-bound: worker 0 waits {} of the iteration for its {} batch; faster storage (a local "
+                         "SSD, a wider parallel file system) or deeper prefetching helps, the exchange does not.",
+                         pct(d.io_share), bytes_text(c.batch_input_bytes));
+    case Limit::PS_SERVER_CPU:
+      return fmt::format("The servers' update limits: more servers ({} now) split each shard's share of the update.",
+                         r.ps_servers);
+    case Limit::PS_SERVER_NIC:
+      if (r.ps_servers < r.workers && (c.dedicated_servers || r.ps_servers < r.nodes))
+        return fmt::format("The parameter servers' NICs limit: more servers ({} now for {} workers) spread the "
+                           "pulls and pushes over more NICs.",
+                           r.ps_servers, r.workers);
+      if (!c.dedicated_servers)
+        return "The parameter servers' NICs limit and every worker node already hosts a shard: dedicated servers "
+               "keep the workers' own traffic off those NICs, or allreduce removes the servers altogether.";
+      return fmt::format("The parameter servers' NICs limit with {} dedicated servers already: allreduce moves "
+                         "2(n-1)/n of the gradients per worker instead of funnelling them through servers.",
+                         r.ps_servers);
+    case Limit::NETWORK:
+      return fmt::format("The network limits: {} runs at line rate while workers wait; a faster network than {} "
+                         "(or fewer bytes: fp16 gradients) shortens the exchange.",
+                         d.busiest->name, net);
+    case Limit::INTRA_NODE:
+      return fmt::format("The node's internal links limit: {} runs at line rate; a faster intra-node path (NVLink, "
+                         "fewer GPUs per PCIe switch) shortens the exchange more than a faster network.",
+                         d.busiest->name);
+    case Limit::LATENCY:
+      if (!c.parameter_servers && !c.single_node && r.buckets > 1)
+        return fmt::format("No link is busy (busiest {}), so the exposed time is per-exchange latency and "
+                           "synchronisation over {} exchanges: a larger fusion buffer ({} now) means fewer, larger "
+                           "exchanges.",
+                           d.busiest ? pct(d.busiest->utilisation) : "0%", r.buckets, bytes_text(c.fusion_bytes));
+      return fmt::format("No link is busy (busiest {}), so the exposed time is latency and synchronisation "
+                         "(waiting for the slowest worker), not bandwidth: a lower-latency network or fewer, larger "
+                         "messages help, more bandwidth does not.",
+                         d.busiest ? pct(d.busiest->utilisation) : "0%");
+  }
+  return "";
+}
+
+std::string efficiency_note(const sim::PointResult& r, const ExplainContext& c) {
+  if (r.efficiency <= 1 || !c.baseline) return "";
+  const auto& one = *c.baseline;
+  if (r.efficiency < 1 + EFFICIENCY_NOISE)
+    return fmt::format("Efficiency {:.3f} is 1 within the simulation's timing resolution (iteration {:.3f} ms "
+                       "against {:.3f} ms for one worker).",
+                       r.efficiency, r.iteration_time_s * 1e3, one.iteration_time_s * 1e3);
+  if (one.breakdown.exposed_communication_s > r.breakdown.exposed_communication_s)
+    return fmt::format("Efficiency {:.3f} is above 1 because one worker alone waits longer for its own exchange "
+                       "({:.2f} ms exposed per iteration) than each of these workers does ({:.2f} ms).",
+                       r.efficiency, one.breakdown.exposed_communication_s * 1e3,
+                       r.breakdown.exposed_communication_s * 1e3);
+  return fmt::format("Efficiency {:.3f} is above 1: one worker's iteration takes {:.3f} ms, each of these "
+                     "workers' {:.3f} ms (compute {:.3f} ms against {:.3f} ms).",
+                     r.efficiency, one.iteration_time_s * 1e3, r.iteration_time_s * 1e3, one.breakdown.compute_s * 1e3,
+                     r.breakdown.compute_s * 1e3);
+}
+
+std::string explain_point(const sim::PointResult& r, const ExplainContext& c) {
+  const Diagnosis d = diagnose(r, c);
+  // One measured fact per sentence; a further one (e.g. why a server count was chosen) goes before the
+  // advice, which stays last but for the efficiency note.
+  std::vector<std::string> sentences{shares_sentence(r, d, c), resource_sentence(d), advice_sentence(r, d, c),
+                                     efficiency_note(r, c)};
+  std::string text;
+  for (const auto& s : sentences)
+    if (!s.empty()) text += (text.empty() ? "" : " ") + s;
+  return text;
+}
+
+std::string efficiency_note_in(const std::string& explanation) {
+  // explain_point writes the note last, and it is the only sentence that starts with "Efficiency ".
+  const std::size_t at = explanation.find("Efficiency ");
+  return at == std::string::npos ? "" : explanation.substr(at);
+}
+
+std::string wrap_paragraph(const std::string& text, std::size_t columns) {
+  std::string out, line;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t space = text.find(' ', i);
+    const std::string word = text.substr(i, space == std::string::npos ? std::string::npos : space - i);
+    i = space == std::string::npos ? text.size() : space + 1;
+    if (word.empty()) continue;
+    if (!line.empty() && line.size() + 1 + word.size() > columns) {
+      out += line + '\n';
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) out += line + '\n';
+  return out;
 }
 
 }  // namespace dtsim::scenarios

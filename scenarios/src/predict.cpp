@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "calibrate/memory.hpp"
@@ -187,15 +188,24 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s) {
   }
   // Efficiency against the 1-worker prediction, which must not depend on whether 1 is in the list:
   // it is the point a 1-worker entry would get (simulated once more only if 1 is not listed).
-  double one = 0;
+  std::optional<sim::PointResult> baseline;
   for (const auto& r : out)
-    if (r.workers == 1) one = r.throughput;
-  if (one <= 0) {
-    if (ps && s.ps_auto) one = search_ps(p, 1, "").throughput;
-    else one = run_point(p, 1, baseline_ps(s), "").throughput;
+    if (r.workers == 1) baseline = r;
+  if (!baseline) {
+    if (ps && s.ps_auto) baseline = search_ps(p, 1, "");
+    else baseline = run_point(p, 1, baseline_ps(s), "");
   }
-  const ExplainContext context{ps, p.profile.batch * p.base.sample_bytes, p.platform.network.technology,
-                               p.profile.device};
+  const double one = baseline->throughput;
+  ExplainContext context;
+  context.parameter_servers = ps;
+  context.batch_input_bytes = p.profile.batch * p.base.sample_bytes;
+  context.network = p.platform.network.technology;
+  context.device = p.profile.device;
+  context.dedicated_servers = ps && p.base.ps_placement == sim::PsPlacement::DEDICATED;
+  context.single_node = sim::single_node_only(p.base.strategy);
+  context.fusion_bytes = p.base.fusion_bytes;
+  context.baseline = baseline;
+  context.baseline->efficiency = 1;
   for (auto& r : out) {
     r.efficiency = one > 0 ? r.throughput / (r.workers * one) : 0;
     r.bottleneck = explain_point(r, context);

@@ -1,4 +1,4 @@
-// Plotting bridge: dtsim's C++ side hands a results file to the Python plotting scripts in plots/.
+// Plotting bridge: dtsim's C++ side hands a results file or a trace to the Python plotting scripts in plots/.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/wait.h>
@@ -16,12 +16,14 @@
 
 namespace dtsim::scenarios {
 
-std::string run_plots(const std::string& results, const std::string& out_dir, const std::vector<std::string>& extra) {
+namespace {
+// Runs plots/<script_name> on `input`; returns what it printed (the paths written).
+std::string run_plot_script(const std::string& script_name, const std::string& results, const std::string& out_dir,
+                            const std::vector<std::string>& extra) {
   namespace fs = std::filesystem;
-  if (!fs::exists(results)) throw InputError(fmt::format("{}: no such results file or directory", results));
   const char* env = std::getenv("DTSIM_PYTHON");
   const std::string python = (env != nullptr && *env != '\0') ? env : "/usr/bin/python3";
-  const fs::path script = data_dir() / "plots" / "plot_results.py";
+  const fs::path script = data_dir() / "plots" / script_name;
   if (!fs::is_regular_file(script)) throw Failure(fmt::format("{}: plotting script not found", script.string()));
   std::vector<std::string> args = {python, script.string(), results, "--out", out_dir};
   args.insert(args.end(), extra.begin(), extra.end());
@@ -61,6 +63,20 @@ std::string run_plots(const std::string& results, const std::string& out_dir, co
                               "Python with matplotlib)", script.string(), code, python));
   }
   return out;
+}
+}  // namespace
+
+std::string run_plots(const std::string& results, const std::string& out_dir, const std::vector<std::string>& extra) {
+  if (!std::filesystem::exists(results))
+    throw InputError(fmt::format("{}: no such results file or directory", results));
+  return run_plot_script("plot_results.py", results, out_dir, extra);
+}
+
+std::string run_timeline_plot(const std::string& trace, const std::string& out_dir,
+                              const std::vector<std::string>& extra) {
+  if (!std::filesystem::is_regular_file(trace))
+    throw InputError(fmt::format("{}: no such trace file (write one with dtsim predict --trace FILE)", trace));
+  return run_plot_script("plot_timeline.py", trace, out_dir, extra);
 }
 
 }  // namespace dtsim::scenarios

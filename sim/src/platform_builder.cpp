@@ -3,6 +3,8 @@
 // torus zone. Method, link sharing and the network model are documented in docs/simulation-comm.md.
 #include "sim/src/platform_builder.hpp"
 
+#include <cctype>
+
 #include <simgrid/kernel/routing/NetPoint.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
@@ -338,6 +340,49 @@ void validate_for_simulation(const platforms::Platform& p, const Layout& layout)
   if (topology_leaves(p) < needed)
     throw InputError(fmt::format("{}: the network topology has {} node slots, {} needed", file, topology_leaves(p),
                                  needed));
+}
+
+LinkRole describe_link(const std::string& name) {
+  // Duplex halves end in _UP (away from the node's devices / out of the node) or _DOWN.
+  std::string base = name, dir;
+  for (const char* suffix : {"_UP", "_DOWN"})
+    if (base.ends_with(suffix)) {
+      base.resize(base.size() - std::string(suffix).size());
+      dir = suffix;
+    }
+  const bool up = dir == "_UP";
+  auto number_after = [](const std::string& s, std::size_t pos, std::size_t* end) {
+    std::size_t i = pos;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) != 0) ++i;
+    *end = i;
+    return i > pos ? std::stoi(s.substr(pos, i - pos)) : -1;
+  };
+  std::size_t end = 0;
+  if (base.starts_with("node")) {
+    const int node = number_after(base, 4, &end);
+    if (node >= 0 && end < base.size() && base[end] == '-') {
+      const std::string part = base.substr(end + 1);
+      const std::string where = fmt::format("node {} ", node);
+      if (part == "nic") return {"nic", node, where + (up ? "NIC (sending)" : "NIC (receiving)")};
+      if (part == "ssd") return {"storage", node, where + "SSD"};
+      std::size_t e2 = 0;
+      if (part.starts_with("sw") && part.ends_with("-up"))
+        return {"pcie-switch", node,
+                fmt::format("{}PCIe switch {} uplink ({})", where, number_after(part, 2, &e2), up ? "to host" : "to devices")};
+      if (part.starts_with("w") && part.ends_with("-link"))
+        return {"device-link", node,
+                fmt::format("{}device {} link ({})", where, number_after(part, 1, &e2), up ? "to host" : "to device")};
+      if (part.starts_with("nvl") || part.starts_with("nvsw-port")) return {"nvlink", node, where + "NVLink " + part};
+    }
+  }
+  if (base.starts_with("port")) {
+    const int node = number_after(base, 4, &end);
+    if (node >= 0 && end == base.size())
+      return {"switch-port", node, fmt::format("node {} switch port ({})", node, up ? "sending" : "receiving")};
+  }
+  if (base == "backbone") return {"fabric", -1, "switch backbone"};
+  if (base == "pfs") return {"storage", -1, "parallel file system"};
+  return {"fabric", -1, "fabric link " + name};
 }
 
 void configure_network_model(const platforms::Platform& /*p*/) {

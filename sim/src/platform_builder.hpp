@@ -1,6 +1,7 @@
 // Internal to sim/: turns a platforms::Platform into SimGrid zones (one zone per node inside a star,
 // fat-tree, dragonfly or torus zone) and sets the network model. See docs/simulation-comm.md.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "platforms/platform.hpp"
@@ -34,6 +35,14 @@ void validate_for_simulation(const platforms::Platform& platform, const Layout& 
 // Sets the SimGrid network model and its factors from the platform. Must run after the Engine is
 // created and before any zone exists.
 void configure_network_model(const platforms::Platform& platform);
+
+// What a link built here is, read back from the name the builder gave it (the names are made below).
+struct LinkRole {
+  std::string kind;   // nic | switch-port | fabric | pcie-switch | device-link | nvlink | storage
+  int node = -1;      // the node it belongs to, -1 for shared fabric and storage
+  std::string label;  // in words: "node 3 NIC (sending)"
+};
+LinkRole describe_link(const std::string& name);
 
 // Builds every zone, host and link; the root zone is sealed on return.
 BuiltPlatform build_platform(const platforms::Platform& platform, const Layout& layout);

@@ -10,11 +10,13 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
 #include "sim/src/exchange/exchange.hpp"
+#include "sim/src/platform_builder.hpp"
 #include "sim/src/trace.hpp"
 #include "sim/src/training_checks.hpp"
 #include "sim/src/workload.hpp"
@@ -25,6 +27,11 @@ namespace dtsim::sim {
 namespace {
 
 constexpr double EPS_S = 1e-12;
+// Trace counters: links below this mean utilisation over the traced iterations get no track, and at
+// most this many links get one (the busiest), so a large platform's trace stays readable.
+constexpr double TRACE_MIN_LINK_UTILISATION = 0.01;
+constexpr std::size_t TRACE_MAX_LINK_TRACKS = 32;
+constexpr double PERCENT = 100;
 
 struct Interval {
   double start_s, end_s;
@@ -77,8 +84,11 @@ class Replay final : public ReplayServices {
     nic_out_B_.assign(static_cast<std::size_t>(node_count), 0.0);
     ssd_.assign(static_cast<std::size_t>(layout.nodes), FifoResource{});
     rank0_.resize(static_cast<std::size_t>(iters_));
-    trace_iter_ = iters_ - 1;
-    if (!point.trace_path.empty()) setup_trace_tracks();
+    trace_first_ = iters_ - std::clamp(point.trace_iterations, 1, iters_);
+    if (!point.trace_path.empty()) {
+      setup_trace_tracks();
+      world_.record_link_usage(true);
+    }
   }
 
   void start() {
@@ -88,6 +98,8 @@ class Replay final : public ReplayServices {
   }
 
   PointResult result() const;
+  // Adds the link-utilisation counters of the traced iterations; call once after the run.
+  void finish_trace();
   const TraceRecorder& trace_recorder() const { return trace_; }
 
   // ---- ReplayServices ------------------------------------------------------------------------
@@ -100,20 +112,13 @@ class Replay final : public ReplayServices {
   int workers() const override { return workers_; }
   int iterations() const override { return iters_; }
   double factor(int r, int it) const override { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }
-  bool tracing(int it) const override { return !point_.trace_path.empty() && it == trace_iter_; }
+  bool tracing(int it) const override { return !point_.trace_path.empty() && it >= trace_first_; }
   TraceRecorder& trace() override { return trace_; }
   void count_activity() override { ++activities_; }
 
   // A worker's compute of `seconds` (already jittered); records rank 0's timeline and the trace.
   void compute(int r, int it, double seconds, const char* what, Callback done) override {
-    ++activities_;
-    const double t0 = world_.now();
-    world_.compute(r, seconds, [this, r, it, t0, what, done = std::move(done)] {
-      const double t1 = world_.now();
-      if (r == 0) rank0_[static_cast<std::size_t>(it)].compute.push_back({t0, t1});
-      if (tracing(it)) trace_.add(TraceRecorder::Group::WORKERS, r, what, "compute", t0, t1);
-      done();
-    });
+    compute_named(r, it, seconds, what, {}, std::move(done));
   }
 
   // One flow; counts bytes by node boundary. src_node/dst_node: -1 for storage.
@@ -183,13 +188,21 @@ class Replay final : public ReplayServices {
   }
 
   void end_iteration(int r, int it) override {
-    ranks_[static_cast<std::size_t>(r)].ends_s[static_cast<std::size_t>(it)] = world_.now();
+    auto& rs = ranks_[static_cast<std::size_t>(r)];
+    rs.ends_s[static_cast<std::size_t>(it)] = world_.now();
+    if (tracing(it))
+      trace_.add(TraceRecorder::Group::WORKERS, r, fmt::format("iteration {}", it), "iteration", rs.start_s,
+                 world_.now());
+    // Link bytes at rank 0's iteration ends bound the steady-state window of the utilisation.
+    if (r == 0 && it == 0 && iters_ > 1) link_bytes_lo_ = world_.link_bytes();
+    if (r == 0 && it == iters_ - 1) link_bytes_hi_ = world_.link_bytes();
     if (it + 1 < iters_) start_iteration(r, it + 1);
   }
 
  private:
   struct RankState {
     int iter = 0;
+    double start_s = 0;          // start of the current iteration
     int gate = 0;                // events still needed before forward (parameters, input)
     std::vector<double> ends_s;  // end of each iteration
     // input pipeline
@@ -199,9 +212,25 @@ class Replay final : public ReplayServices {
     double stall_start_s = 0;
   };
   struct Rank0Iter {
-    std::vector<Interval> compute, comm;
+    std::vector<Interval> compute, comm, io;
     double io_stall_s = 0;
+    double forward_start_s = 0, backward_end_s = 0;
   };
+
+  void compute_named(int r, int it, double seconds, std::string what, TraceRecorder::Args args, Callback done) {
+    ++activities_;
+    const double t0 = world_.now();
+    world_.compute(r, seconds, [this, r, it, t0, what = std::move(what), args = std::move(args), done = std::move(done)] {
+      const double t1 = world_.now();
+      if (r == 0) {
+        auto& r0 = rank0_[static_cast<std::size_t>(it)];
+        r0.compute.push_back({t0, t1});
+        if (what.starts_with("backward")) r0.backward_end_s = t1;  // every family names its backward so
+      }
+      if (tracing(it)) trace_.add(TraceRecorder::Group::WORKERS, r, what, "compute", t0, t1, args);
+      done();
+    });
+  }
 
   int node_of_rank(int r) const { return r / layout_.workers_per_node; }
 
@@ -235,6 +264,7 @@ class Replay final : public ReplayServices {
   void start_iteration(int r, int it) {
     auto& rs = ranks_[static_cast<std::size_t>(r)];
     rs.iter = it;
+    rs.start_s = world_.now();
     const bool needs_input = point_.data == DataMode::REAL;
     rs.gate = exchange_->forward_gates(r, it) + (needs_input ? 1 : 0) + 1;  // +1 released below
     if (needs_input) need_input(r, [this, r, it] { release_gate(r, it); });
@@ -243,16 +273,24 @@ class Replay final : public ReplayServices {
   }
 
   void forward(int r, int it) {
+    if (r == 0) rank0_[static_cast<std::size_t>(it)].forward_start_s = world_.now();
     compute(r, it, plan_.fwd_s * factor(r, it), "forward", [this, r, it] { exchange_->forward_done(r, it); });
   }
 
   void backward_segment(int r, int it, std::size_t k) {
     const double f = factor(r, it);
     if (k == plan_.buckets.size()) {
-      compute(r, it, plan_.bwd_tail_s * f, "backward (tail)", [this, r, it] { exchange_->backward_done(r, it); });
+      compute(r, it, plan_.bwd_tail_s * f, "backward (layers without parameters)",
+              [this, r, it] { exchange_->backward_done(r, it); });
       return;
     }
-    compute(r, it, plan_.bwd_segment_s[k] * f, "backward", [this, r, it, k] {
+    const auto& bucket = plan_.buckets[k];
+    compute_named(r, it, plan_.bwd_segment_s[k] * f,
+                  fmt::format("backward to bucket {}: {}", k, bucket_layer_range(profile_, bucket)),
+                  {{"bucket", static_cast<double>(k)},
+                   {"bucket_bytes", bucket.bytes},
+                   {"bucket_layers", static_cast<double>(bucket.layers.size())}},
+                  [this, r, it, k] {
       exchange_->bucket_ready(r, it, k);
       backward_segment(r, it, k + 1);
     });
@@ -282,10 +320,14 @@ class Replay final : public ReplayServices {
       s.reading = false;
       ++s.batches_read;
       if (tracing(batch_index))
-        trace_.add(TraceRecorder::Group::INPUT, r, fmt::format("read batch {}", batch_index), "io", t0, world_.now());
+        trace_.add(TraceRecorder::Group::INPUT, r, fmt::format("read batch {}", batch_index), "io", t0, world_.now(),
+                   {{"bytes", profile_.batch * point_.sample_bytes}});
       if (s.waiting_input) {
         const double stall = world_.now() - s.stall_start_s;
-        if (r == 0) rank0_[static_cast<std::size_t>(s.iter)].io_stall_s += stall;
+        if (r == 0) {
+          rank0_[static_cast<std::size_t>(s.iter)].io_stall_s += stall;
+          rank0_[static_cast<std::size_t>(s.iter)].io.push_back({s.stall_start_s, world_.now()});
+        }
         if (tracing(s.iter))
           trace_.add(TraceRecorder::Group::WORKERS, r, "waiting for input", "io", s.stall_start_s, world_.now());
         ++s.batches_consumed;
@@ -330,6 +372,8 @@ class Replay final : public ReplayServices {
     fifo(metadata_, meta_s, fetch);
   }
 
+  std::vector<ResourceUse> measured_resources(double iteration_s) const;
+
   void fifo(FifoResource& res, double service_s, Callback done) {
     const double start = std::max(world_.now(), res.free_at_s);
     res.free_at_s = start + service_s;
@@ -341,7 +385,8 @@ class Replay final : public ReplayServices {
   const calibrate::ComputeProfile& profile_;
   const TrainingPoint& point_;
   Layout layout_;
-  int workers_ = 1, iters_ = 1, trace_iter_ = 0;
+  int workers_ = 1, iters_ = 1, trace_first_ = 0;
+  std::vector<double> link_bytes_lo_, link_bytes_hi_;  // World::link_bytes() at the window's ends
   IterationPlan plan_;
   std::unique_ptr<Exchange> exchange_;
   std::vector<double> factors_;
@@ -390,6 +435,15 @@ PointResult Replay::result() const {
   res.breakdown.io_stall_s = ri.io_stall_s;
   res.breakdown.exposed_communication_s =
       std::max(0.0, (hi - lo) - res.breakdown.compute_s - res.breakdown.io_stall_s);
+  // Where rank 0 waited: before its forward pass (parameters, a scattered input) or after its
+  // backward pass (the gradient exchange, a PS update); idle time is what neither compute nor input covers.
+  std::vector<Interval> busy = ri.compute;
+  busy.insert(busy.end(), ri.io.begin(), ri.io.end());
+  auto idle_in = [&](double a, double b) { return b > a ? (b - a) - union_length(busy, a, b) : 0.0; };
+  const double fwd = std::clamp(ri.forward_start_s, lo, hi);
+  const double bwd_end = std::clamp(ri.backward_end_s, fwd, hi);
+  res.breakdown.exposed_before_forward_s = idle_in(lo, fwd);
+  res.breakdown.exposed_after_backward_s = idle_in(bwd_end, hi);
   res.inter_node_bytes = inter_node_B_ / iters_;
   res.intra_node_bytes = intra_node_B_ / iters_;
 
@@ -411,7 +465,93 @@ PointResult Replay::result() const {
   res.busiest_nic_bytes = std::max(0.0, busiest_B) / iters_;
   res.busiest_nic_busy = nic_Bps > 0 ? res.busiest_nic_bytes / nic_Bps / iter : 0;
   res.busiest_nic_server = exchange_->server_on_node(static_cast<int>(busiest));
+  res.resources = measured_resources(res.iteration_time_s);
   return res;
+}
+
+std::vector<ResourceUse> Replay::measured_resources(double iteration_s) const {
+  std::vector<ResourceUse> out;
+  // The window is rank 0's steady-state iterations (the one iteration when only one is simulated).
+  const auto& ends = ranks_[0].ends_s;
+  const double span_s = iters_ > 1 ? ends.back() - ends.front() : ends.back();
+  const double measured_iters = iters_ > 1 ? iters_ - 1 : 1;
+  if (span_s <= 0) return out;
+  for (std::size_t id = 0; id < link_bytes_hi_.size(); ++id) {
+    const double bytes = link_bytes_hi_[id] - (id < link_bytes_lo_.size() ? link_bytes_lo_[id] : 0.0);
+    const double bw = world_.link_bandwidth_Bps(static_cast<int>(id));
+    if (bytes <= 0 || bw <= 0) continue;
+    const LinkRole role = describe_link(world_.link_name(static_cast<int>(id)));
+    ResourceUse u;
+    u.name = role.label;
+    u.kind = role.kind;
+    u.node = role.node;
+    const bool server_side = role.kind == "nic" || role.kind == "switch-port";
+    u.server = server_side && role.node >= 0 ? exchange_->server_on_node(role.node) : -1;
+    u.bytes = bytes / measured_iters;
+    u.capacity_Bps = bw;
+    u.utilisation = bytes / (bw * span_s);
+    out.push_back(std::move(u));
+  }
+  // A PS shard's CPU applies its share of the update once per iteration.
+  if (const double update_s = exchange_->busiest_server_update_s(); update_s > 0 && iteration_s > 0) {
+    ResourceUse u;
+    u.name = "busiest PS shard's CPU (applying the update)";
+    u.kind = "ps-cpu";
+    u.utilisation = update_s / iteration_s;
+    out.push_back(std::move(u));
+  }
+  // Busiest first; on a tie (a NIC and its switch port carry the same flows) the node's own NIC.
+  auto rank_of = [](const std::string& kind) { return kind == "nic" ? 0 : kind == "switch-port" ? 1 : 2; };
+  std::stable_sort(out.begin(), out.end(), [&](const ResourceUse& a, const ResourceUse& b) {
+    const double tol = 1e-9 * std::max(a.utilisation, b.utilisation);
+    if (std::abs(a.utilisation - b.utilisation) > tol) return a.utilisation > b.utilisation;
+    return rank_of(a.kind) < rank_of(b.kind);
+  });
+  if (out.size() > MAX_RESOURCES_REPORTED) out.resize(MAX_RESOURCES_REPORTED);
+  return out;
+}
+
+void Replay::finish_trace() {
+  // The traced window: from rank 0's start of the first traced iteration to the end of the run.
+  const double t0 = trace_first_ == 0 ? 0.0 : ranks_[0].ends_s[static_cast<std::size_t>(trace_first_ - 1)];
+  double t1 = t0;
+  for (const auto& rs : ranks_) t1 = std::max(t1, rs.ends_s.back());
+  if (t1 <= t0) return;
+  const auto& changes = world_.link_usage_changes();
+  const int links = world_.links_used();
+  // Mean utilisation of each link over the window, integrated from its usage changes.
+  std::vector<double> usage(static_cast<std::size_t>(links), 0.0), since(static_cast<std::size_t>(links), t0),
+      bytes(static_cast<std::size_t>(links), 0.0);
+  for (const auto& c : changes) {
+    const auto l = static_cast<std::size_t>(c.link);
+    const double a = std::max(since[l], t0), b = std::min(c.time_s, t1);
+    if (b > a) bytes[l] += usage[l] * (b - a);
+    usage[l] = c.usage_Bps;
+    since[l] = c.time_s;
+  }
+  for (std::size_t l = 0; l < usage.size(); ++l)
+    if (t1 > std::max(since[l], t0)) bytes[l] += usage[l] * (t1 - std::max(since[l], t0));
+  std::vector<std::pair<double, int>> busy;
+  for (int l = 0; l < links; ++l) {
+    const double mean = bytes[static_cast<std::size_t>(l)] / (world_.link_bandwidth_Bps(l) * (t1 - t0));
+    if (mean >= TRACE_MIN_LINK_UTILISATION) busy.emplace_back(mean, l);
+  }
+  std::sort(busy.begin(), busy.end(), std::greater<>());
+  if (busy.size() > TRACE_MAX_LINK_TRACKS) busy.resize(TRACE_MAX_LINK_TRACKS);
+  std::vector<std::string> series(static_cast<std::size_t>(links));
+  for (const auto& [mean, l] : busy) series[static_cast<std::size_t>(l)] = describe_link(world_.link_name(l)).label;
+  // Each counter starts at the link's value at t0, then follows every change inside the window.
+  std::vector<double> at_t0(static_cast<std::size_t>(links), 0.0);
+  for (const auto& c : changes)
+    if (c.time_s <= t0) at_t0[static_cast<std::size_t>(c.link)] = c.usage_Bps;
+  auto pct = [&](int l, double Bps) { return PERCENT * Bps / world_.link_bandwidth_Bps(l); };
+  for (const auto& [mean, l] : busy)
+    trace_.counter(TraceRecorder::Group::NETWORK, series[static_cast<std::size_t>(l)], t0,
+                   pct(l, at_t0[static_cast<std::size_t>(l)]));
+  for (const auto& c : changes)
+    if (c.time_s > t0 && c.time_s <= t1 && !series[static_cast<std::size_t>(c.link)].empty())
+      trace_.counter(TraceRecorder::Group::NETWORK, series[static_cast<std::size_t>(c.link)], c.time_s,
+                     pct(c.link, c.usage_Bps));
 }
 
 }  // namespace
@@ -430,7 +570,10 @@ PointResult simulate_training(const platforms::Platform& platform, const calibra
       PointResult res = replay.result();
       res.flows = world.flows_started();
       res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-      if (!point.trace_path.empty()) replay.trace_recorder().write(point.trace_path);
+      if (!point.trace_path.empty()) {
+        replay.finish_trace();
+        replay.trace_recorder().write(point.trace_path);
+      }
       return to_json(res).dump();
     });
   } catch (const Failure& e) {

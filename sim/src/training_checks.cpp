@@ -40,6 +40,9 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
   if (profile.layers.empty()) throw InputError("compute profile: the model has no layers to simulate");
   if (point.iterations < 1 || point.iterations > MAX_ITERATIONS)
     throw InputError(fmt::format("--iterations: expected 1..{}, got {}", MAX_ITERATIONS, point.iterations));
+  if (!point.trace_path.empty() && (point.trace_iterations < 1 || point.trace_iterations > point.iterations))
+    throw InputError(fmt::format("--trace-iterations: expected 1..{} (the simulated iterations), got {}",
+                                 point.iterations, point.trace_iterations));
   if (!finite_non_negative(point.fusion_bytes))
     throw InputError(fmt::format("--fusion-mb: expected >= 0, got {} bytes", point.fusion_bytes));
   if (!finite_non_negative(point.cycle_s) || point.cycle_s > MAX_CYCLE_S)

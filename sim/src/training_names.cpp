@@ -15,6 +15,20 @@ DataMode data_mode_by_name(const std::string& name) {
   throw InputError(fmt::format("--data: unknown data mode '{}' (expected synthetic or real)", name));
 }
 
+// The busiest resources travel as an array of objects (nlohmann's conversion hooks, found by ADL).
+void to_json(nlohmann::json& j, const ResourceUse& u) {
+  j = {{"name", u.name},   {"kind", u.kind},
+       {"node", u.node},   {"server", u.server},
+       {"bytes", u.bytes}, {"capacity_Bps", u.capacity_Bps},
+       {"utilisation", u.utilisation}};
+}
+
+void from_json(const nlohmann::json& j, ResourceUse& u) {
+  u = {j.at("name").get<std::string>(), j.at("kind").get<std::string>(), j.at("node").get<int>(),
+       j.at("server").get<int>(),       j.at("bytes").get<double>(),      j.at("capacity_Bps").get<double>(),
+       j.at("utilisation").get<double>()};
+}
+
 namespace {
 
 // A field whose value is the member reached through `Path` (e.g. &PointResult::breakdown,
@@ -56,6 +70,9 @@ const std::vector<ResultField>& result_fields() {
       field<&PointResult::busiest_nic_bytes>("busiest_nic_bytes", false),
       field<&PointResult::busiest_nic_busy>("busiest_nic_busy", false),
       field<&PointResult::busiest_nic_server>("busiest_nic_server", false),
+      field<&PointResult::breakdown, &Breakdown::exposed_before_forward_s>("exposed_before_forward_s", false),
+      field<&PointResult::breakdown, &Breakdown::exposed_after_backward_s>("exposed_after_backward_s", false),
+      field<&PointResult::resources>("resources", false),
   };
   return fields;
 }

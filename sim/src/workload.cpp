@@ -114,4 +114,11 @@ std::vector<std::vector<double>> bucket_server_bytes(const calibrate::ComputePro
   return out;
 }
 
+std::string bucket_layer_range(const calibrate::ComputeProfile& profile, const Bucket& bucket) {
+  if (bucket.layers.empty()) return "no layers";
+  const auto& first = profile.layers.at(static_cast<std::size_t>(bucket.layers.front())).name;
+  const auto& last = profile.layers.at(static_cast<std::size_t>(bucket.layers.back())).name;
+  return bucket.layers.size() == 1 ? first : first + " .. " + last;
+}
+
 }  // namespace dtsim::sim

@@ -3,6 +3,7 @@
 // and parameter-server variable placement. The training replay (training.cpp) plays it just in time.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "calibrate/profile.hpp"
@@ -31,6 +32,9 @@ struct IterationPlan {
 // gradient larger than the threshold travels alone, as in Horovod; fusion_bytes 0 = one per layer).
 // Throws InputError for a negative fusion size or a profile with negative times.
 IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes);
+
+// A bucket's layers in words for traces: "fc8" or "conv5_3 .. fc6" (backward order: first .. last).
+std::string bucket_layer_range(const calibrate::ComputeProfile& profile, const Bucket& bucket);
 
 // Variable placement on parameter servers: server index per profile layer (-1 for layers without
 // parameters). GREEDY: largest variable first onto the least-loaded server (TF's

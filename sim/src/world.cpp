@@ -25,6 +25,10 @@
 
 namespace dtsim::sim {
 namespace s4u = simgrid::s4u;
+namespace {
+// Relative difference below which two link usages read at successive time advances are the same rate.
+constexpr double USAGE_CHANGE_TOLERANCE = 1e-9;
+}  // namespace
 
 struct World::Impl {
   s4u::Engine* engine = nullptr;  // leaked on purpose: one engine per process, the process ends after
@@ -34,6 +38,7 @@ struct World::Impl {
     s4u::ActivityPtr activity;
     std::function<void()> done;
     bool is_transfer = false;
+    const std::vector<int>* links = nullptr;  // the transfer's route, as link ids (LinkMeter)
   };
   std::unordered_map<const s4u::Activity*, Pending> pending;
   std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
@@ -52,6 +57,83 @@ struct World::Impl {
   std::unordered_map<const s4u::Link*, double> link_latency_s;
   std::unordered_map<const s4u::Host*, std::unordered_map<const s4u::Host*, double>> route_latency_cache;
 
+  // Link measurement: usage of each link integrated over time. Only links under a flow in flight
+  // are read at each time advance (at that moment the solver's rates are still those of the
+  // interval that just ended), so the cost follows the flows, not the platform's size.
+  struct LinkMeter {
+    std::vector<s4u::Link*> links;
+    std::vector<double> bytes, last_usage_Bps;
+    std::vector<int> flows_on;   // flows in flight crossing each link
+    std::vector<char> active;    // in `watch`
+    std::vector<int> watch;      // links to read at the next time advance
+    std::unordered_map<const s4u::Link*, int> id_of;
+    struct PairHash {
+      std::size_t operator()(const std::pair<const s4u::Host*, const s4u::Host*>& p) const {
+        return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+      }
+    };
+    std::unordered_map<std::pair<const s4u::Host*, const s4u::Host*>, std::vector<int>, PairHash> routes;
+    bool recording = false;
+    std::vector<UsageChange> changes;
+
+    const std::vector<int>* route(s4u::Host* src, s4u::Host* dst) {
+      auto [it, fresh] = routes.try_emplace({src, dst});
+      if (fresh) {
+        std::vector<s4u::Link*> path;
+        src->route_to(dst, path, nullptr);
+        for (auto* l : path) {
+          auto [li, added] = id_of.try_emplace(l, static_cast<int>(links.size()));
+          if (added) {
+            links.push_back(l);
+            bytes.push_back(0);
+            last_usage_Bps.push_back(0);
+            flows_on.push_back(0);
+            active.push_back(0);
+          }
+          it->second.push_back(li->second);
+        }
+      }
+      return &it->second;
+    }
+    void flow_started(const std::vector<int>& ids) {
+      for (int id : ids) {
+        ++flows_on[id];
+        if (!active[id]) {
+          active[id] = 1;
+          watch.push_back(id);
+        }
+      }
+    }
+    // A link left without flows is idle from now: recorded at once, as no time advance may follow.
+    void flow_ended(const std::vector<int>& ids, double now) {
+      for (int id : ids)
+        if (--flows_on[id] == 0 && last_usage_Bps[id] != 0) {
+          if (recording) changes.push_back({now, id, 0.0});
+          last_usage_Bps[id] = 0;
+        }
+    }
+    // The interval [now - delta, now] just elapsed at the usages the solver last computed.
+    void time_advanced(double now, double delta) {
+      std::size_t kept = 0;
+      for (int id : watch) {
+        const double usage = links[id]->get_usage();
+        bytes[id] += usage * delta;
+        // A change is a new share of the link, not the solver's rounding of the same one.
+        if (std::abs(usage - last_usage_Bps[id]) > USAGE_CHANGE_TOLERANCE * std::max(usage, last_usage_Bps[id])) {
+          if (recording) changes.push_back({now - delta, id, usage});
+          last_usage_Bps[id] = usage;
+        }
+        if (flows_on[id] > 0 || usage > 0) {
+          watch[kept++] = id;
+        } else {
+          active[id] = 0;
+        }
+      }
+      watch.resize(kept);
+    }
+  };
+  LinkMeter meter;
+
   void call(const std::function<void()>& fn) {
     if (error) return;  // drain quietly after the first failure; run() rethrows it
     try {
@@ -65,6 +147,7 @@ struct World::Impl {
     if (it == pending.end()) return;  // not ours, or the second signal of the same transfer
     auto fn = std::move(it->second.done);
     if (it->second.is_transfer) --transfers_in_flight;
+    if (it->second.links != nullptr) meter.flow_ended(*it->second.links, s4u::Engine::get_clock());
     finished.push_back(std::move(it->second.activity));
     pending.erase(it);
     call(fn);
@@ -74,7 +157,7 @@ struct World::Impl {
 namespace {
 // The one world of this process (SimGrid signals are global); set while a World exists.
 std::function<void(const s4u::Activity&)> g_on_completion;
-std::function<void()> g_on_time_advance;
+std::function<void(double)> g_on_time_advance;
 bool g_world_exists = false;
 }  // namespace
 
@@ -99,12 +182,15 @@ World::World(const platforms::Platform& platform, const Layout& layout) : impl_(
   g_world_exists = true;
   Impl* impl = impl_.get();
   g_on_completion = [impl](const s4u::Activity& a) { impl->on_completion(a); };
-  g_on_time_advance = [impl]() { impl->finished.clear(); };
+  g_on_time_advance = [impl](double delta) {
+    impl->meter.time_advanced(s4u::Engine::get_clock(), delta);
+    impl->finished.clear();
+  };
   s4u::Activity::on_completion_cb([](const s4u::Activity& a) {
     if (g_on_completion) g_on_completion(a);
   });
-  s4u::Engine::on_time_advance_cb([](double) {
-    if (g_on_time_advance) g_on_time_advance();
+  s4u::Engine::on_time_advance_cb([](double delta) {
+    if (g_on_time_advance) g_on_time_advance(delta);
   });
 }
 
@@ -228,7 +314,9 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   const double start_delay_s = message_latency_s(src, dst, bytes);
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
-  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true});
+  const std::vector<int>* links = impl_->meter.route(src, dst);
+  impl_->meter.flow_started(*links);
+  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
   if (start_delay_s > 0) {
@@ -256,6 +344,13 @@ void World::after(double delay_s, std::function<void()> fn) {
     impl->call(fn);
   });
 }
+
+int World::links_used() const { return static_cast<int>(impl_->meter.links.size()); }
+const std::string& World::link_name(int id) const { return impl_->meter.links.at(id)->get_name(); }
+double World::link_bandwidth_Bps(int id) const { return impl_->meter.links.at(id)->get_bandwidth(); }
+std::vector<double> World::link_bytes() const { return impl_->meter.bytes; }
+void World::record_link_usage(bool on) { impl_->meter.recording = on; }
+const std::vector<World::UsageChange>& World::link_usage_changes() const { return impl_->meter.changes; }
 
 double World::now() const { return s4u::Engine::get_clock(); }
 

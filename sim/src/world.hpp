@@ -53,6 +53,21 @@ class World {
   std::int64_t flows_started() const;   // transfers created so far
   std::int64_t activities_started() const;  // execs + transfers + timers created so far
   std::int64_t transfers_in_flight() const; // network flows started and not finished
+  // Links measured: every link a transfer of this world has crossed, by id in order of first use.
+  // Bytes are SimGrid's link usage (B/s) integrated over simulated time, so sharing, transport
+  // factors and idle gaps are all in them.
+  int links_used() const;
+  const std::string& link_name(int id) const;
+  double link_bandwidth_Bps(int id) const;
+  std::vector<double> link_bytes() const;  // bytes each link has carried since the start, by id
+  // While on, every change of a used link's usage is recorded (trace counters).
+  void record_link_usage(bool on);
+  struct UsageChange {
+    double time_s;
+    int link;
+    double usage_Bps;  // from time_s until the link's next change
+  };
+  const std::vector<UsageChange>& link_usage_changes() const;
   // Durations of collectives that ran alone on the network, by signature (coarse-mode reuse).
   std::unordered_map<std::string, double>& duration_cache();
 

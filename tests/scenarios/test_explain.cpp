@@ -1,44 +1,196 @@
-// Tests of the bottleneck sentence (scenarios/explain.hpp) on results whose answer is known.
+// Tests of the explanation (scenarios/explain.hpp): the diagnosis on simulated points whose answer is
+// known (compute-bound, PS-server-bound, NIC-bound allreduce, I/O-bound, latency-bound), the advice
+// that follows, the efficiency note, and the paragraph's layout.
 #include <catch2/catch.hpp>
 
 #include "scenarios/explain.hpp"
 
 using namespace dtsim;
+using scenarios::Limit;
 
 namespace {
-sim::PointResult result(double compute_s, double exposed_s, double io_s) {
-  sim::PointResult r;
-  r.breakdown.compute_s = compute_s;
-  r.breakdown.exposed_communication_s = exposed_s;
-  r.breakdown.io_stall_s = io_s;
-  r.iteration_time_s = compute_s + exposed_s + io_s;
-  r.buckets = 4;
-  r.gradient_bytes = 100e6;
-  return r;
+
+constexpr std::int64_t LAYER_GRAD_BYTES = 4'000'000;
+
+platforms::Platform star(double nic_Bps, int nodes = 32, double latency_s = 0) {
+  platforms::Platform p;
+  p.name = "test-star";
+  p.file = "test-star.yaml";
+  p.nodes = nodes;
+  p.node.cpu = "test-cpu";
+  p.node.intra.kind = platforms::IntraNodeKind::SHARED_MEMORY;
+  p.node.intra.link_bandwidth_Bps = 100e9;
+  p.network.technology = "test network";
+  p.network.topology = platforms::TopologyKind::STAR;
+  p.network.link_bandwidth_Bps = nic_Bps;
+  p.network.latency_s = latency_s;
+  p.network.protocol_efficiency = 1.0;
+  return p;
 }
+
+// `layers` layers of 1 ms forward and 2 ms backward (times `scale`), 4 MB of gradient each.
+calibrate::ComputeProfile profile(int layers, double scale) {
+  calibrate::ComputeProfile prof;
+  prof.model = "uniform";
+  prof.device = "test-device";
+  prof.batch = 32;
+  for (int i = 0; i < layers; ++i) {
+    calibrate::LayerTime l;
+    l.name = "layer" + std::to_string(i);
+    l.op = "conv2d";
+    l.fwd_s = 1e-3 * scale;
+    l.bwd_data_s = 1e-3 * scale;
+    l.bwd_weights_s = 1e-3 * scale;
+    l.grad_bytes = LAYER_GRAD_BYTES;
+    prof.layers.push_back(l);
+  }
+  prof.update_s = 1e-3 * scale;
+  return prof;
+}
+
+sim::TrainingPoint point(const std::string& strategy, int workers) {
+  sim::TrainingPoint p;
+  p.strategy = sim::strategy_by_name(strategy);
+  p.workers = workers;
+  p.iterations = 3;
+  return p;
+}
+
+scenarios::ExplainContext context(const sim::TrainingPoint& p, const platforms::Platform& plat) {
+  scenarios::ExplainContext c;
+  c.parameter_servers = sim::uses_servers(p.strategy);
+  c.network = plat.network.technology;
+  c.device = "test-device";
+  c.dedicated_servers = p.ps_placement == sim::PsPlacement::DEDICATED;
+  c.fusion_bytes = p.fusion_bytes;
+  return c;
+}
+
 }  // namespace
 
-TEST_CASE("scenarios::explain: names input I/O when workers wait for data", "[scenarios]") {
-  const auto s = scenarios::explain_point(result(0.1, 0, 0.3), {false, 32e6, "10 GbE", "v100"});
-  CHECK(s.find("input I/O: worker 0 waits 75%") == 0);
-  CHECK(s.find("32.0 MB per batch") != std::string::npos);
+TEST_CASE("scenarios::explain: a compute-bound point says the exchange is hidden", "[scenarios][explain]") {
+  const auto plat = star(100e9);
+  auto p = point("allreduce-ring", 8);
+  const auto r = sim::simulate_training(plat, profile(10, 10), p);  // 0.3 s compute, 40 MB at 100 GB/s
+  const auto c = context(p, plat);
+  const auto d = scenarios::diagnose(r, c);
+  CHECK(d.limit == Limit::COMPUTE);
+  CHECK(d.compute_share > 0.95);
+  const auto text = scenarios::explain_point(r, c);
+  INFO(text);
+  CHECK(text.starts_with("8 workers, worker 0's "));
+  CHECK(text.find("iteration: compute 100%.") != std::string::npos);
+  CHECK(text.find("Compute-bound on test-device") != std::string::npos);
 }
 
-TEST_CASE("scenarios::explain: names the parameter-server shard whose NIC is busiest", "[scenarios]") {
-  auto r = result(0.1, 0.9, 0);
-  r.busiest_nic_node = 3;
-  r.busiest_nic_server = 1;
-  r.busiest_nic_busy = 0.95;
-  r.busiest_nic_bytes = 2e9;
-  const auto s = scenarios::explain_point(r, {true, 0, "10 GbE", "v100"});
-  CHECK(s.find("PS shard 1's NIC (node 3) is busy 95%") == 0);
-  CHECK(s.find("90% of the iteration is exposed communication") != std::string::npos);
+TEST_CASE("scenarios::explain: one PS server on a slow network names its NIC and asks for more servers",
+          "[scenarios][explain]") {
+  const auto plat = star(1.25e9);  // 10 GbE
+  auto p = point("ps", 16);
+  p.ps_servers = 1;
+  const auto r = sim::simulate_training(plat, profile(10, 0.1), p);
+  const auto c = context(p, plat);
+  const auto d = scenarios::diagnose(r, c);
+  REQUIRE(d.busiest);
+  CHECK(d.limit == Limit::PS_SERVER_NIC);
+  CHECK(d.busiest->node == 0);
+  CHECK(d.busiest->server == 0);
+  CHECK(d.busiest->kind == "nic");
+  // The server's NIC sends the parameters to 15 remote workers and receives their gradients: each
+  // direction moves 15 x 40 MB per iteration at line rate.
+  CHECK(d.busiest->bytes == Approx(15 * 10.0 * LAYER_GRAD_BYTES).epsilon(1e-6));
+  CHECK(d.busiest->utilisation + d.busiest_reverse->utilisation > 0.8);  // it is busy nearly all the time
+  const auto text = scenarios::explain_point(r, c);
+  INFO(text);
+  CHECK(text.find("exposed gradient push and server update") != std::string::npos);
+  // Worker 0 shares node 0 with the server: its own pull crosses no NIC, it waits only after backward.
+  CHECK(text.find("exposed parameter pull") == std::string::npos);
+  CHECK(text.find("Busiest resource: node 0 NIC") != std::string::npos);
+  CHECK(text.find("which hosts PS shard 0") != std::string::npos);
+  CHECK(text.find("more servers (1 now for 16 workers)") != std::string::npos);
+  // With a server on every node, more servers no longer spread the load: dedicated servers or allreduce.
+  p.workers = 4;
+  p.ps_servers = 4;
+  auto plat4 = star(1.25e9, 4);
+  const auto r4 = sim::simulate_training(plat4, profile(10, 0.1), p);
+  const auto d4 = scenarios::diagnose(r4, context(p, plat4));
+  CHECK(d4.limit == Limit::PS_SERVER_NIC);
+  CHECK(scenarios::advice_sentence(r4, d4, context(p, plat4)).find("dedicated servers") != std::string::npos);
 }
 
-TEST_CASE("scenarios::explain: allreduce exchange and compute-bound points", "[scenarios]") {
-  const auto comm = scenarios::explain_point(result(0.5, 0.5, 0), {false, 0, "EDR InfiniBand", "v100"});
-  CHECK(comm.find("gradient exchange: 50%") == 0);
-  CHECK(comm.find("over EDR InfiniBand") != std::string::npos);
-  const auto compute = scenarios::explain_point(result(0.95, 0.05, 0), {false, 0, "EDR InfiniBand", "v100"});
-  CHECK(compute == "compute: forward, backward and update fill 95% of the iteration on v100");
+TEST_CASE("scenarios::explain: a NIC-bound allreduce asks for a faster network", "[scenarios][explain]") {
+  const auto plat = star(1e9);
+  auto p = point("allreduce-ring", 8);
+  p.fusion_bytes = 1e9;  // one 40 MB bucket after backward: 70 MB per NIC per iteration at 1 GB/s
+  const auto r = sim::simulate_training(plat, profile(10, 0.1), p);
+  const auto c = context(p, plat);
+  const auto d = scenarios::diagnose(r, c);
+  REQUIRE(d.busiest);
+  CHECK(d.limit == Limit::NETWORK);
+  CHECK(d.busiest->kind == "nic");
+  CHECK(d.after_backward_share > 0.8);
+  const auto text = scenarios::explain_point(r, c);
+  INFO(text);
+  CHECK(text.find("exposed gradient allreduce") != std::string::npos);
+  CHECK(text.find("a faster network than test network") != std::string::npos);
+}
+
+TEST_CASE("scenarios::explain: small buckets on a high-latency network ask for a larger fusion buffer",
+          "[scenarios][explain]") {
+  const auto plat = star(100e9, 32, 2e-3);  // 2 ms per hop: latency dominates 4 MB messages
+  auto p = point("allreduce-ring", 16);
+  p.fusion_bytes = 4e6;  // one bucket per layer
+  const auto r = sim::simulate_training(plat, profile(10, 0.1), p);
+  const auto c = context(p, plat);
+  const auto d = scenarios::diagnose(r, c);
+  CHECK(d.limit == Limit::LATENCY);
+  CHECK(scenarios::advice_sentence(r, d, c).find("larger fusion buffer") != std::string::npos);
+}
+
+TEST_CASE("scenarios::explain: an I/O-bound point names the input and faster storage", "[scenarios][explain]") {
+  auto plat = star(10e9);
+  plat.storage.kind = platforms::StorageKind::LOCAL_SSD;
+  plat.storage.read_bandwidth_Bps = 1e8;
+  auto p = point("allreduce-ring", 2);
+  p.data = sim::DataMode::REAL;
+  p.sample_bytes = 1e6;  // 32 MB per batch: 0.32 s at 100 MB/s against 0.031 s of compute
+  p.iterations = 4;
+  const auto r = sim::simulate_training(plat, profile(10, 1), p);
+  auto c = context(p, plat);
+  c.batch_input_bytes = 32e6;
+  const auto d = scenarios::diagnose(r, c);
+  CHECK(d.limit == Limit::INPUT_IO);
+  const auto text = scenarios::explain_point(r, c);
+  INFO(text);
+  CHECK(text.find("input I/O 8") != std::string::npos);
+  CHECK(text.find("Input-bound: worker 0 waits") != std::string::npos);
+  CHECK(text.find("faster storage") != std::string::npos);
+}
+
+TEST_CASE("scenarios::explain: an efficiency above 1 always comes with its reason", "[scenarios][explain]") {
+  sim::PointResult one;
+  one.workers = 1;
+  one.iteration_time_s = 0.110;
+  one.breakdown.compute_s = 0.100;
+  one.breakdown.exposed_communication_s = 0.010;
+  scenarios::ExplainContext c;
+  c.baseline = one;
+  sim::PointResult r = one;
+  r.workers = 4;
+  r.efficiency = 1.0004;
+  CHECK(scenarios::efficiency_note(r, c).find("within the simulation's timing resolution") != std::string::npos);
+  r.efficiency = 1.05;
+  r.iteration_time_s = 0.105;
+  r.breakdown.exposed_communication_s = 0.005;
+  const auto note = scenarios::efficiency_note(r, c);
+  CHECK(note.starts_with("Efficiency 1.050 is above 1 because one worker alone waits longer"));
+  CHECK(scenarios::efficiency_note_in(scenarios::explain_point(r, c)) == note);
+  r.efficiency = 0.98;
+  CHECK(scenarios::efficiency_note(r, c).empty());
+}
+
+TEST_CASE("scenarios::wrap_paragraph: lines stay within the width and keep every word", "[scenarios][explain]") {
+  const std::string text = "aaa bbb ccc dddd eeeee f";
+  CHECK(scenarios::wrap_paragraph(text, 8) == "aaa bbb\nccc dddd\neeeee f\n");
+  CHECK(scenarios::wrap_paragraph("", 8).empty());
 }

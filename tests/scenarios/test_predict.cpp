@@ -2,10 +2,13 @@
 // exit-2 one-line errors for bad input.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "sim/training.hpp"
 #include "tests/support/run_cli.hpp"
@@ -50,12 +53,39 @@ TEST_CASE("scenarios::Predict: --explain and --trace", "[scenarios][predict]") {
                           "32", "--strategy", "ps", "--ps", "1", "--explain", "--trace", trace});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out.find("bottleneck") != std::string::npos);
+  // The explanation is a paragraph under the table, not a column; no line wraps past 100 characters.
+  CHECK(r.out.find("bottleneck") == std::string::npos);
+  CHECK(r.out.find("\n\n4 workers, worker 0's ") != std::string::npos);
+  CHECK(r.out.find("Busiest resource: ") != std::string::npos);
+  std::istringstream lines(r.out.substr(r.out.find("\n\n")));
+  for (std::string line; std::getline(lines, line);) CHECK(line.size() <= 100);
   std::ifstream in(trace);
   REQUIRE(in);
   const auto doc = nlohmann::json::parse(in);
   CHECK(doc["traceEvents"].size() > 10);
   std::remove(trace.c_str());
+}
+
+TEST_CASE("scenarios::Predict: --trace-iterations traces the last N iterations", "[scenarios][predict]") {
+  const std::string trace = "/tmp/dtsim_test_predict_trace_n.json";
+  const auto r = run_cli({"predict", "--model", "resnet50", "--platform", "piz-daint", "--workers", "2", "--batch",
+                          "32", "--trace", trace, "--trace-iterations", "3"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(trace);
+  REQUIRE(in);
+  const auto doc = nlohmann::json::parse(in);
+  int iterations = 0;
+  for (const auto& e : doc["traceEvents"])
+    if (e.value("cat", "") == "iteration" && e["tid"] == 0) ++iterations;
+  CHECK(iterations == 3);  // worker 0's last three iterations (4 simulated: 1 warm-up + 3)
+  std::remove(trace.c_str());
+  const auto bad = run_cli({"predict", "--model", "resnet50", "--platform", "piz-daint", "--workers", "2", "--trace",
+                            trace, "--trace-iterations", "5", "--iterations", "3"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--trace-iterations") != std::string::npos);
+  const auto no_trace = run_cli({"predict", "--model", "resnet50", "--platform", "piz-daint", "--trace-iterations", "2"});
+  CHECK(no_trace.exit_code == 2);
 }
 
 TEST_CASE("scenarios::Predict: bad input exits 2 with one line", "[scenarios][predict]") {
@@ -184,4 +214,38 @@ TEST_CASE("scenarios::Predict: model paths in a scenario are relative to the sce
   INFO(r.err);
   CHECK(r.exit_code == 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("scenarios::Predict: plot --timeline draws a trace as PNG and SVG", "[scenarios][predict][plot]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("dtsim_timeline_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string trace = (dir / "trace.json").string();
+  auto r = run_cli({"predict", "--model", "resnet50", "--platform", "piz-daint", "--workers", "4", "--strategy", "ps",
+                    "--ps", "2", "--trace", trace, "--trace-iterations", "2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  r = run_cli({"plot", "--timeline", trace, "--out", (dir / "plots").string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const fs::path png = dir / "plots" / "timeline.png";
+  CHECK(r.out.find(png.string()) != std::string::npos);
+  REQUIRE(fs::is_regular_file(png));
+  CHECK(fs::file_size(png) > 10'000);
+  std::ifstream in(png, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  CHECK(std::string(magic + 1, 3) == "PNG");
+  CHECK(fs::is_regular_file(dir / "plots" / "timeline.svg"));
+  // A missing trace and a file that is not a trace are bad input (exit 2, one line naming the file).
+  r = run_cli({"plot", "--timeline", (dir / "missing.json").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("missing.json") != std::string::npos);
+  std::ofstream(dir / "bad.json") << "{\"not\": \"a trace\"}";
+  r = run_cli({"plot", "--timeline", (dir / "bad.json").string(), "--out", (dir / "plots").string()});
+  CHECK(r.exit_code == 2);
+  r = run_cli({"plot"});
+  CHECK(r.exit_code == 2);
+  fs::remove_all(dir);
 }

@@ -21,7 +21,12 @@ sim::PointResult distinct_result() {
   r.throughput = 4.5;
   r.efficiency = 0.625;
   r.iteration_time_s = 7.25;
-  r.breakdown = {8.5, 9.5, 10.5, 11.5};
+  r.breakdown.compute_s = 8.5;
+  r.breakdown.communication_s = 9.5;
+  r.breakdown.exposed_communication_s = 10.5;
+  r.breakdown.io_stall_s = 11.5;
+  r.breakdown.exposed_before_forward_s = 12.25;
+  r.breakdown.exposed_after_backward_s = 12.75;
   r.bottleneck = "compute: \"quoted\", with a comma";
   r.wall_s = 13.125;
   r.inter_node_bytes = 14e9;
@@ -34,6 +39,7 @@ sim::PointResult distinct_result() {
   r.busiest_nic_bytes = 21.5;
   r.busiest_nic_busy = 0.22;
   r.busiest_nic_server = 23;
+  r.resources = {{"node 3 NIC (sending)", "nic", 3, 1, 24.5, 25e9, 0.26}, {"PS shard 2 CPU", "ps-cpu", 2, 2, 0, 0, 0.27}};
   return r;
 }
 }  // namespace
@@ -65,6 +71,17 @@ TEST_CASE("sim::ResultRecord: every field survives the JSON round trip unchanged
   CHECK(b.busiest_nic_bytes == 21.5);
   CHECK(b.busiest_nic_busy == 0.22);
   CHECK(b.busiest_nic_server == 23);
+  CHECK(b.breakdown.exposed_before_forward_s == 12.25);
+  CHECK(b.breakdown.exposed_after_backward_s == 12.75);
+  REQUIRE(b.resources.size() == 2);
+  CHECK(b.resources[0].name == "node 3 NIC (sending)");
+  CHECK(b.resources[0].kind == "nic");
+  CHECK(b.resources[0].node == 3);
+  CHECK(b.resources[0].server == 1);
+  CHECK(b.resources[0].bytes == 24.5);
+  CHECK(b.resources[0].capacity_Bps == 25e9);
+  CHECK(b.resources[0].utilisation == 0.26);
+  CHECK(b.resources[1].kind == "ps-cpu");
 }
 
 TEST_CASE("sim::ResultRecord: one key per field, names unique, throughput carries its unit", "[sim][results]") {

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <fstream>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -289,37 +292,142 @@ TEST_CASE("sim::Training: data-parallel-single-node gathers on device 0", "[sim]
                   InputError);
 }
 
-TEST_CASE("sim::Training: trace is valid trace-event JSON", "[sim][training]") {
+namespace {
+// Checks a Chrome trace the way Perfetto reads it: complete slices of one track nest (no slice ends
+// after the slice it starts in), async begin/end pairs match, counters are finite percentages.
+void check_trace_structure(const nlohmann::json& doc) {
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  std::map<std::string, double> async_begin;
+  std::map<std::string, double> last_counter_ts;
+  for (const auto& e : doc["traceEvents"]) {
+    REQUIRE(e.contains("ph"));
+    REQUIRE(e.contains("pid"));
+    REQUIRE(e.contains("name"));
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      const double ts = e["ts"], dur = e["dur"];
+      CHECK(ts >= 0);
+      CHECK(dur >= 0);
+      tracks[{e["pid"].get<int>(), e["tid"].get<int>()}].emplace_back(ts, ts + dur);
+    } else if (ph == "b") {
+      async_begin[e["id"].get<std::string>()] = e["ts"].get<double>();
+    } else if (ph == "e") {
+      const auto it = async_begin.find(e["id"].get<std::string>());
+      REQUIRE(it != async_begin.end());
+      CHECK(e["ts"].get<double>() >= it->second);
+      async_begin.erase(it);
+    } else if (ph == "C") {
+      const double v = e["args"]["utilisation_pct"];
+      CHECK(std::isfinite(v));
+      CHECK(v >= 0);
+      CHECK(v <= 100 + 1e-6);
+      const std::string series = e["name"];
+      const double ts = e["ts"];
+      if (last_counter_ts.count(series)) CHECK(ts >= last_counter_ts[series]);
+      last_counter_ts[series] = ts;
+    }
+  }
+  CHECK(async_begin.empty());
+  for (auto& [track, slices] : tracks) {
+    std::sort(slices.begin(), slices.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    std::vector<double> open_ends;
+    for (const auto& [start, end] : slices) {
+      while (!open_ends.empty() && open_ends.back() <= start + 1e-6) open_ends.pop_back();
+      INFO("track pid " << track.first << " tid " << track.second << " slice " << start << ".." << end);
+      if (!open_ends.empty()) CHECK(end <= open_ends.back() + 1e-6);
+      open_ends.push_back(end);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("sim::Training: the trace nests, names buckets and layers, and counts link utilisation",
+          "[sim][training]") {
   const auto plat = star_platform(1e9);
   const auto prof = uniform_profile(6);
   const std::string path = "/tmp/dtsim_test_training_trace.json";
   for (auto s : {S("allreduce-ring"), S("ps")}) {
-    auto p = point(s, 4);
+    auto p = point(s, 8);
     p.ps_servers = 2;
     p.trace_path = path;
+    p.trace_iterations = 2;
     p.fusion_bytes = 8e6;
     sim::simulate_training(plat, prof, p);
     std::ifstream in(path);
     REQUIRE(in);
     const auto doc = nlohmann::json::parse(in);
-    REQUIRE(doc.contains("traceEvents"));
-    int complete = 0, exchanges = 0;
+    check_trace_structure(doc);
+    int iterations = 0, named_backward = 0, exchanges = 0, server_flows = 0;
+    std::set<std::string> counters;
     for (const auto& e : doc["traceEvents"]) {
-      REQUIRE(e.contains("ph"));
-      REQUIRE(e.contains("pid"));
-      REQUIRE(e.contains("tid"));
-      REQUIRE(e.contains("name"));
-      if (e["ph"] == "X") {
-        ++complete;
-        CHECK(e["dur"].get<double>() >= 0);
-        CHECK(e["ts"].get<double>() >= 0);
-        if (e["cat"] == "allreduce" || e["cat"] == "push") ++exchanges;
+      const std::string name = e["name"], ph = e["ph"];
+      if (ph == "X" && e.value("cat", "") == "iteration" && e["pid"] == 1) ++iterations;
+      if (ph == "X" && name.starts_with("backward to bucket ")) {
+        ++named_backward;
+        CHECK(e["args"]["bucket_bytes"].get<double>() > 0);
       }
+      if (ph == "X" && e.value("cat", "") == "allreduce") {
+        ++exchanges;
+        CHECK(name.starts_with("allreduce bucket "));
+        CHECK(name.find("layer") != std::string::npos);
+        CHECK(e["args"]["bytes"].get<double>() > 0);
+      }
+      if ((ph == "b" || ph == "X") && e["pid"] == 2) ++server_flows;
+      if (ph == "C") counters.insert(name);
     }
-    CHECK(complete > 4 * 3);  // forward + backward segments + update per worker at least
-    CHECK(exchanges > 0);
+    INFO(s.name());
+    CHECK(iterations == 8 * 2);  // every worker's last two iterations
+    CHECK(named_backward > 0);
+    CHECK(counters.count("node 0 NIC (sending)") == 1);
+    if (s.exchange == "ps") {
+      CHECK(server_flows >= 2 * 8 * 2 * 2);  // 2 iterations of 8 workers' pulls and pushes to 2 shards
+    } else {
+      CHECK(exchanges >= 2);
+    }
   }
   std::remove(path.c_str());
+}
+
+TEST_CASE("sim::Training: measured resources name the PS server's NIC at line rate", "[sim][training]") {
+  const auto plat = star_platform(1e9);
+  const auto prof = uniform_profile(10, 1e-4);  // compute negligible next to the exchange
+  auto p = point(S("ps"), 8);
+  p.ps_servers = 1;
+  p.ps_placement = sim::PsPlacement::DEDICATED;
+  const auto r = sim::simulate_training(plat, prof, p);
+  REQUIRE(!r.resources.empty());
+  const auto& top = r.resources.front();
+  CHECK(top.kind == "nic");
+  CHECK(top.node == 8);  // the dedicated server node after the 8 worker nodes
+  CHECK(top.server == 0);
+  // Pushes in, then pulls out, each at line rate: each direction half of the iteration.
+  CHECK(top.utilisation == Approx(0.5).epsilon(0.06));
+  CHECK(top.bytes == Approx(8 * 10.0 * LAYER_GRAD_BYTES).epsilon(1e-6));
+  CHECK(top.capacity_Bps == 1e9);
+  // Rank 0 waits for the parameters before forward and for push + update after backward.
+  const auto& b = r.breakdown;
+  CHECK(b.exposed_before_forward_s > 0.3 * b.exposed_communication_s);
+  CHECK(b.exposed_after_backward_s > 0.3 * b.exposed_communication_s);
+  CHECK(b.exposed_before_forward_s + b.exposed_after_backward_s ==
+        Approx(b.exposed_communication_s).epsilon(0.02));
+}
+
+TEST_CASE("sim::Training: measured NIC utilisation of a ring allreduce matches its closed form", "[sim][training]") {
+  const double nic_Bps = 1e9;
+  const auto plat = star_platform(nic_Bps);
+  const auto prof = uniform_profile(10, 1e-3);
+  const int n = 8;
+  auto p = point(S("allreduce-ring"), n);
+  p.fusion_bytes = 1e9;  // one bucket
+  const auto r = sim::simulate_training(plat, prof, p);
+  REQUIRE(!r.resources.empty());
+  // Every NIC sends and receives 2(n-1)/n x S per iteration, whatever the workers per node.
+  const double per_nic_B = 2.0 * (n - 1) / n * 10.0 * LAYER_GRAD_BYTES;
+  CHECK(r.resources.front().bytes == Approx(per_nic_B).epsilon(0.01));
+  CHECK(r.resources.front().utilisation == Approx(per_nic_B / nic_Bps / r.iteration_time_s).epsilon(0.01));
+  CHECK((r.resources.front().kind == "nic" || r.resources.front().kind == "switch-port"));
 }
 
 TEST_CASE("sim::Training: impossible set-ups are input errors", "[sim][training]") {

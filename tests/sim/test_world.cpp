@@ -10,6 +10,7 @@
 #include "common/child.hpp"
 #include "common/errors.hpp"
 #include "sim/src/coll/collective.hpp"
+#include "sim/src/platform_builder.hpp"
 #include "sim/src/world.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
 #include "tests/sim/world_test_support.hpp"
@@ -166,4 +167,68 @@ TEST_CASE("sim::World: coarse ring reuses the duration of an identical ring that
     return static_cast<double>(w.flows_started());
   });
   CHECK(flows == 64 + 1 + 64);  // first ring, the competing flow, the last ring
+}
+
+namespace {
+// Bytes a world's link meter measured on the link named `name` (0 when the link carried nothing).
+double measured_bytes(World& w, const std::string& name) {
+  const auto bytes = w.link_bytes();
+  for (int id = 0; id < w.links_used(); ++id)
+    if (w.link_name(id) == name) return bytes[static_cast<std::size_t>(id)];
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("sim::World: the link meter integrates SimGrid's link usage to the bytes each link carried", "[sim]") {
+  auto p = test_platforms::uniform_star(3, 1e9, 0);
+  // Two 1e9 B flows into node 0 share its port for 2 s: node 0's receiving NIC carries 2e9 B, each
+  // sender's NIC 1e9 B; a flow started later, after an idle second, adds its bytes only.
+  const double node0_in = in_world(p, {3, 1, 0}, [](World& w) {
+    for (int src : {1, 2}) w.transfer(w.worker_host(src), w.worker_host(0), 1e9, [] {});
+    w.after(3.0, [&w] { w.transfer(w.worker_host(1), w.worker_host(0), 0.5e9, [] {}); });
+    w.run();
+    return measured_bytes(w, "node0-nic_DOWN");
+  });
+  CHECK(node0_in == Approx(2.5e9).epsilon(1e-9));
+  const double node1_out = in_world(p, {3, 1, 0}, [](World& w) {
+    for (int src : {1, 2}) w.transfer(w.worker_host(src), w.worker_host(0), 1e9, [] {});
+    w.run();
+    return measured_bytes(w, "node1-nic_UP") + measured_bytes(w, "node1-nic_DOWN");
+  });
+  CHECK(node1_out == Approx(1e9).epsilon(1e-9));
+}
+
+TEST_CASE("sim::World: recorded usage changes give each link's rate over time", "[sim]") {
+  auto p = test_platforms::uniform_star(3, 1e9, 0);
+  // Flow A (1e9 B) alone for 1 s at 1e9 B/s, then B joins: both at 0.5e9 B/s until A ends at 2 s...
+  // node 0's receiving NIC runs at 1e9 B/s from 0 until B ends, then drops to 0.
+  const double changes_ok = in_world(p, {3, 1, 0}, [](World& w) {
+    w.record_link_usage(true);
+    w.transfer(w.worker_host(1), w.worker_host(0), 1.5e9, [] {});
+    w.after(1.0, [&w] { w.transfer(w.worker_host(2), w.worker_host(0), 1e9, [] {}); });
+    w.run();
+    int id = -1;
+    for (int l = 0; l < w.links_used(); ++l)
+      if (w.link_name(l) == "node0-nic_DOWN") id = l;
+    std::vector<World::UsageChange> mine;
+    for (const auto& c : w.link_usage_changes())
+      if (c.link == id) mine.push_back(c);
+    // Rate 1e9 from t=0, never changed while both flows share it, 0 at t=2.5 (all 2.5e9 B delivered).
+    return mine.size() == 2 && mine[0].time_s == 0 && std::abs(mine[0].usage_Bps - 1e9) < 1 &&
+                   std::abs(mine[1].time_s - 2.5) < 1e-9 && mine[1].usage_Bps == 0
+               ? 1.0
+               : 0.0;
+  });
+  CHECK(changes_ok == 1.0);
+}
+
+TEST_CASE("sim::describe_link: names the builder's links in words", "[sim]") {
+  CHECK(describe_link("node3-nic_UP").label == "node 3 NIC (sending)");
+  CHECK(describe_link("node3-nic_DOWN").kind == "nic");
+  CHECK(describe_link("node12-sw1-up_UP").label == "node 12 PCIe switch 1 uplink (to host)");
+  CHECK(describe_link("node2-w5-link_DOWN").kind == "device-link");
+  CHECK(describe_link("port7_UP").label == "node 7 switch port (sending)");
+  CHECK(describe_link("port7_UP").node == 7);
+  CHECK(describe_link("backbone").kind == "fabric");
+  CHECK(describe_link("cluster_limiter_3").label == "fabric link cluster_limiter_3");
 }

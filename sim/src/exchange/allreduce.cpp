@@ -119,10 +119,16 @@ class AllreduceExchange final : public Exchange {
       s.in_flight = false;
       ++s.next_bucket;
       replay_.record_comm(-1, it, t0, now);
-      if (replay_.tracing(it))
+      if (replay_.tracing(it)) {
+        const auto& bucket = replay_.plan().buckets[k];
         replay_.trace().add(TraceRecorder::Group::EXCHANGES, 0,
-                            fmt::format("bucket {} ({:.1f} MB)", k, replay_.plan().buckets[k].bytes / 1e6),
-                            "allreduce", t0, now);
+                            fmt::format("allreduce bucket {}: {}", k, bucket_layer_range(replay_.profile(), bucket)),
+                            "allreduce", t0, now,
+                            {{"bucket", static_cast<double>(k)},
+                             {"bytes", bucket.bytes},
+                             {"layers", static_cast<double>(bucket.layers.size())},
+                             {"iteration", static_cast<double>(it)}});
+      }
       if (s.next_bucket == replay_.plan().buckets.size()) {
         for (int r = 0; r < replay_.workers(); ++r) maybe_finish(r, it);
       } else {

@@ -82,6 +82,8 @@ class Exchange {
   virtual void backward_done(int rank, int it) = 0;
   // Node hosting the busiest parameter-server shard's NIC, or -1 (explanations).
   virtual int server_on_node(int /*node*/) const { return -1; }
+  // Seconds the busiest parameter-server shard's CPU spends applying one iteration's update (0: none).
+  virtual double busiest_server_update_s() const { return 0; }
 
  protected:
   ReplayServices& replay_;

@@ -99,6 +99,10 @@ class PsExchange final : public Exchange {
     maybe_node_done(node_of(rank), it);
   }
 
+  double busiest_server_update_s() const override {
+    return variant_ == Variant::ASYNC ? 0 : replay_.plan().update_s * max_shard_fraction_;  // see unit_done
+  }
+
   int server_on_node(int node) const override {
     for (int s = 0; s < servers_; ++s)
       if (server_node(s) == node) return s;
