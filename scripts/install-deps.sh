@@ -19,6 +19,7 @@ packages=(
   python3 python3-matplotlib python3-yaml   # plots (plots/*.py)
   libtorch-dev                         # libtorch calibration backend (calibrate --backend libtorch)
   python3-torch python3-torchvision    # validate --framework pytorch (validate/pytorch/train.py)
+  clang libfuzzer-14-dev               # the loaders' libFuzzer targets (fuzz/, a short run in CI)
 )
 
 SUDO=""
