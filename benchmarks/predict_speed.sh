@@ -37,7 +37,7 @@ import json, sys
 p = json.loads(sys.argv[1])["points"][0]
 wall, target = float(sys.argv[3]) - float(sys.argv[2]), float(sys.argv[5])
 print(f"resnet50 {sys.argv[4]}: CLI wall {wall:6.2f} s (target <= {target:.0f} s, "
-      f"{'ok' if wall <= target else 'SLOW'}), {p['ps_servers']} servers, {p['throughput']:.0f} img/s, "
+      f"{'ok' if wall <= target else 'SLOW'}), {p['ps_servers']} servers, {p['throughput_samples_per_s']:.0f} img/s, "
       f"efficiency {p['efficiency']:.3f}")
 PY
 }

@@ -41,7 +41,7 @@ expect "DTSIM_DATA_DIR" "$work/help.out"
 expect "$work/moved/share/dtsim" "$work/help.out"
 expect "piz-daint" "$work/platforms.out"
 expect "$work/moved/share/dtsim/platforms/ntua-vm.yaml" "$work/check.out"
-expect '"throughput"' "$work/predict.out"
+expect '"throughput_samples_per_s"' "$work/predict.out"
 expect "model=lenet5" "$work/sweep.out"
 expect "workers" "$work/gan.out"  # its model is scenarios/models/gan_212m.yaml, relative to the scenario
 if grep -qF "$src/" "$work/check.out" "$work/help.out"; then fail "the installed dtsim still names the source tree"; fi

@@ -138,8 +138,11 @@ class PsExchange final : public Exchange {
         in_group = 0;
       }
       group_of_.push_back(group_bytes_.size() - 1);
-      for (int s = 0; s < servers_; ++s)
+      if (group_calls_.size() < group_bytes_.size()) group_calls_.emplace_back(static_cast<std::size_t>(servers_), 0.0);
+      for (int s = 0; s < servers_; ++s) {
         group_bytes_.back()[static_cast<std::size_t>(s)] += bucket_bytes_[k][static_cast<std::size_t>(s)];
+        group_calls_.back()[static_cast<std::size_t>(s)] += bucket_calls_[k][static_cast<std::size_t>(s)];
+      }
       group_total_B_.back() += buckets[k].bytes;
       in_group += buckets[k].bytes;
       closes_group_.push_back(k + 1 == buckets.size() || in_group >= target);
@@ -193,7 +196,7 @@ class PsExchange final : public Exchange {
       const double bytes = group_bytes_[g][static_cast<std::size_t>(s)];
       if (bytes <= 0) continue;
       ++*outstanding;
-      rpc_then_transfer(bucket_calls_[k][static_cast<std::size_t>(s)], src, src_node, server_host(s), server_node(s),
+      rpc_then_transfer(group_calls_[g][static_cast<std::size_t>(s)], src, src_node, server_host(s), server_node(s),
                         bytes, [this, r, it, s, t0, outstanding, on_all_done] {
                          const double now = replay_.world().now();
                          replay_.record_comm(r, it, t0, now);
@@ -304,6 +307,7 @@ class PsExchange final : public Exchange {
   std::vector<bool> closes_group_;                  // [bucket]: the group's last (its push starts here)
   std::vector<double> shard_calls_;                 // variables per shard (RPC calls per pull)
   std::vector<std::vector<double>> bucket_calls_;   // variables per bucket and shard (RPC calls per push)
+  std::vector<std::vector<double>> group_calls_;    // [push group][server]: the group's RPC calls
   const platforms::Transport* rpc_ = nullptr;       // ps_transport row, or none
   double max_shard_fraction_ = 0;
   std::vector<RankState> ranks_;
