@@ -16,6 +16,7 @@
 
 #include "calibrate/device_model.hpp"
 #include "calibrate/op_signature.hpp"
+#include "calibrate/src/calibration_loop.hpp"
 #include "calibrate/src/pass_entry.hpp"
 #include "calibrate/src/onednn_runner.hpp"
 #include "common/errors.hpp"
@@ -84,35 +85,28 @@ int resolve_threads(int threads) {
   return threads == 0 ? online_cpus() : threads;
 }
 
-struct Item {
-  std::string signature;
-  Pass pass = Pass::FWD;
-  const models::Layer* layer = nullptr;  // null for the update
-};
-
-// The runners of one calibration window: one per signature, shared by that signature's passes.
-class Window {
+// The oneDNN runners of one calibration window: one per signature, shared by that signature's passes,
+// on the engine and stream of the thread that built them.
+class OnednnWindow : public TimedWindow {
  public:
-  Window(const dnnl::engine& engine, const std::vector<const Item*>& items, std::int64_t params,
-         std::int64_t max_bytes)
-      : items_(items) {
-    for (const Item* item : items) {
+  OnednnWindow(const std::vector<const CalibrationItem*>& items, std::int64_t params, std::int64_t max_bytes)
+      : items_(items), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    for (const CalibrationItem* item : items) {
       if (by_item_.empty() || items_[by_item_.size() - 1]->signature != item->signature)
-        runners_.push_back(item->layer ? std::make_unique<OpRunner>(engine, *item->layer, max_bytes)
-                                       : std::make_unique<OpRunner>(engine, params, max_bytes));
+        runners_.push_back(item->layer ? std::make_unique<OpRunner>(engine_, *item->layer, max_bytes)
+                                       : std::make_unique<OpRunner>(engine_, params, max_bytes));
       by_item_.push_back(runners_.back().get());
     }
   }
-  std::size_t size() const { return items_.size(); }
-  void flush(std::size_t i) { by_item_[i]->flush(items_[i]->pass); }
-  void run(std::size_t i, dnnl::stream& stream, bool flush_first) {
-    if (flush_first) flush(i);
-    by_item_[i]->run(items_[i]->pass, stream);
-  }
-  std::string impl(std::size_t i) const { return by_item_[i]->impl(items_[i]->pass); }
+  std::size_t size() const override { return items_.size(); }
+  void prepare(std::size_t i) override { by_item_[i]->flush(items_[i]->pass); }
+  void run(std::size_t i) override { by_item_[i]->run(items_[i]->pass, stream_); }
+  std::string impl(std::size_t i) const override { return by_item_[i]->impl(items_[i]->pass); }
 
  private:
-  std::vector<const Item*> items_;
+  std::vector<const CalibrationItem*> items_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
   std::vector<std::unique_ptr<OpRunner>> runners_;
   std::vector<OpRunner*> by_item_;
 };
@@ -136,46 +130,23 @@ HostInfo current_host(const std::string& backend, int threads, int instances) {
   return h;
 }
 
-CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  if (options.backend != "onednn" && options.backend != "cudnn" && options.backend != "libtorch")
-    throw InputError(fmt::format("--backend must be 'onednn', 'libtorch' or 'cudnn', got '{}'", options.backend));
-  if (options.max_bytes < (1 << 20)) throw InputError("calibration memory limit must be at least 1 MiB");
-  if (options.backend == "cudnn") {
-#ifdef DTSIM_HAVE_CUDNN
-    return run_plugin(model, options, plugin_path("DTSIM_CUDNN_PLUGIN", DTSIM_INSTALL_BIN_TO_PLUGIN, DTSIM_CUDNN_PLUGIN),
-                      CUDNN_PLUGIN_SYMBOL);
-#else
-    throw Failure("--backend cudnn: this dtsim was built without cuDNN (CUDA/cuDNN not found at configure time)");
-#endif
-  }
-  if (options.backend == "libtorch") {
-#ifdef DTSIM_HAVE_TORCH
-    return run_plugin(model, options, plugin_path("DTSIM_TORCH_PLUGIN", nullptr, DTSIM_TORCH_PLUGIN), TORCH_PLUGIN_SYMBOL);
-#else
-    throw Failure("--backend libtorch: this dtsim was built without libtorch (libtorch-dev not found at configure "
-                  "time, or -DDTSIM_WITH_TORCH=OFF)");
-#endif
-  }
+int calibration_threads(const CalibrateOptions& options) {
   const int threads = resolve_threads(options.threads);
   if (options.instances < 1 || threads * options.instances > online_cpus())
     throw InputError(fmt::format("--instances must be in 1..{} for {} thread(s) each: co-run copies need a CPU per "
                                  "thread, got {}",
                                  std::max(online_cpus() / threads, 1), threads, options.instances));
-  CalibrateSummary summary;
-  summary.db_path = options.db_path.empty() ? default_db_path() : options.db_path;
-  CalibrationDb db = CalibrationDb::load(summary.db_path);  // a corrupt file stops here, untouched
+  return threads;
+}
 
-  // oneDNN fixes the thread count when a primitive is created: set it first.
-  omp_set_num_threads(threads);
-  const HostInfo host = current_host("onednn", threads, options.instances);
-  summary.host_key = host.key();
-
-  std::vector<Item> items;
+void run_calibration(const models::Model& model, const CalibrateOptions& options, const HostInfo& host, int threads,
+                     CalibrationDb& db, CalibrateSummary& summary, const CalibrationBackend& backend) {
+  std::vector<CalibrationItem> items;
   std::map<std::string, bool> seen;
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) {
     params += layer.costs.params;
+    if (!backend.times_layer(layer)) continue;
     const std::string sig = op_signature(layer);
     for (Pass pass : passes_of(layer)) {
       const std::string key = sig + "|" + std::string(to_string(pass));
@@ -187,16 +158,14 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
 
   CleanTimerOptions timer = options.timer;
   timer.threads = threads * options.instances;  // the co-run copies are this process's threads too
-  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(engine);
 
   int done = 0;
-  const auto report = [&](const Item& item, bool reused, bool clean) {
+  const auto report = [&](const CalibrationItem& item, bool reused, bool clean) {
     CalibrateProgress progress{++done, summary.items, item.signature, std::string(to_string(item.pass)), reused, clean};
     if (options.progress) options.progress(progress);
   };
-  std::vector<const Item*> pending;
-  for (const Item& item : items) {
+  std::vector<const CalibrationItem*> pending;
+  for (const CalibrationItem& item : items) {
     const PassEntry* existing = db.find(host.key(), item.signature, std::string(to_string(item.pass)));
     if (existing && existing->status == EntryStatus::MEASURED) {
       ++summary.reused;
@@ -210,13 +179,13 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
   // window is saved when done, so an interrupt loses at most the current one.
   std::size_t next = 0;
   while (next < pending.size()) {
-    std::vector<const Item*> items_of_window;
+    std::vector<const CalibrationItem*> items_of_window;
     {
       std::int64_t bytes = 0;
       std::string last_sig;
       while (next < pending.size() &&
              (items_of_window.empty() || (bytes < WINDOW_BYTES && items_of_window.size() < WINDOW_PASSES))) {
-        const Item* item = pending[next];
+        const CalibrationItem* item = pending[next];
         if (item->signature != last_sig) {
           // Estimate from the layer's work (the runner is not built yet): enough to bound windows.
           const PassWork w = item->layer ? pass_work(*item->layer, item->pass) : update_work(params);
@@ -228,9 +197,9 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
         ++next;
       }
     }
-    Window main(engine, items_of_window, params, options.max_bytes);
-    // Co-run copies: each thread builds its own primitives (after setting its thread count) and
-    // runs the window's passes, flushes included, until the timing is over.
+    const std::unique_ptr<TimedWindow> main = backend.make_window(items_of_window);
+    // Co-run copies: each thread builds its own runners (after setting its thread count) and runs
+    // the window's passes, preparation included, until the timing is over.
     std::atomic<bool> stop{false};
     std::atomic<int> ready{0};
     std::vector<std::thread> neighbours;
@@ -239,13 +208,14 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
     for (int k = 1; k < options.instances; ++k) {
       neighbours.emplace_back([&] {
         try {
-          omp_set_num_threads(threads);
-          const dnnl::engine own_engine(dnnl::engine::kind::cpu, 0);
-          dnnl::stream own_stream(own_engine);
-          Window copy(own_engine, items_of_window, params, options.max_bytes);
+          backend.set_threads();
+          const std::unique_ptr<TimedWindow> copy = backend.make_window(items_of_window);
           ++ready;
           while (!stop.load())
-            for (std::size_t i = 0; i < copy.size() && !stop.load(); ++i) copy.run(i, own_stream, true);
+            for (std::size_t i = 0; i < copy->size() && !stop.load(); ++i) {
+              copy->prepare(i);
+              copy->run(i);
+            }
         } catch (...) {
           std::lock_guard lock(error_mutex);
           neighbour_error = std::current_exception();
@@ -268,21 +238,61 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
       while (ready.load() < options.instances - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (!neighbour_error) {
         std::vector<std::function<void()>> works;
-        for (std::size_t i = 0; i < main.size(); ++i) works.emplace_back([&, i] { main.run(i, stream, false); });
-        results = time_clean_interleaved(works, timer, [&](std::size_t i) { main.flush(i); });
+        for (std::size_t i = 0; i < main->size(); ++i) works.emplace_back([&, i] { main->run(i); });
+        results = time_clean_interleaved(works, timer, [&](std::size_t i) { main->prepare(i); });
       }
     }
     if (neighbour_error) std::rethrow_exception(neighbour_error);
-    for (std::size_t i = 0; i < main.size(); ++i) {
-      const Item& item = *items_of_window[i];
-      const PassEntry entry = timed_entry(results[i], item.layer, item.pass, params, main.impl(i));
+    for (std::size_t i = 0; i < main->size(); ++i) {
+      const CalibrationItem& item = *items_of_window[i];
+      const PassEntry entry = timed_entry(results[i], item.layer, item.pass, params, main->impl(i));
       db.put(host, item.signature, std::string(to_string(item.pass)), entry);
       if (results[i].clean()) ++summary.timed;
       else ++summary.disturbed;
     }
     db.save(summary.db_path);  // every finished window is on disk
-    for (std::size_t i = 0; i < main.size(); ++i) report(*items_of_window[i], false, results[i].clean());
+    for (std::size_t i = 0; i < main->size(); ++i) report(*items_of_window[i], false, results[i].clean());
   }
+}
+
+CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  if (options.backend != "onednn" && options.backend != "cudnn" && options.backend != "libtorch")
+    throw InputError(fmt::format("--backend must be 'onednn', 'libtorch' or 'cudnn', got '{}'", options.backend));
+  if (options.max_bytes < (1 << 20)) throw InputError("calibration memory limit must be at least 1 MiB");
+  if (options.backend == "cudnn") {
+#ifdef DTSIM_HAVE_CUDNN
+    return run_plugin(model, options, plugin_path("DTSIM_CUDNN_PLUGIN", DTSIM_INSTALL_BIN_TO_PLUGIN, DTSIM_CUDNN_PLUGIN),
+                      CUDNN_PLUGIN_SYMBOL);
+#else
+    throw Failure("--backend cudnn: this dtsim was built without cuDNN (CUDA/cuDNN not found at configure time)");
+#endif
+  }
+  if (options.backend == "libtorch") {
+#ifdef DTSIM_HAVE_TORCH
+    return run_plugin(model, options, plugin_path("DTSIM_TORCH_PLUGIN", nullptr, DTSIM_TORCH_PLUGIN), TORCH_PLUGIN_SYMBOL);
+#else
+    throw Failure("--backend libtorch: this dtsim was built without libtorch (libtorch-dev not found at configure "
+                  "time, or -DDTSIM_WITH_TORCH=OFF)");
+#endif
+  }
+  const int threads = calibration_threads(options);
+  CalibrateSummary summary;
+  summary.db_path = options.db_path.empty() ? default_db_path() : options.db_path;
+  CalibrationDb db = CalibrationDb::load(summary.db_path);  // a corrupt file stops here, untouched
+
+  // oneDNN fixes the thread count when a primitive is created: set it first.
+  omp_set_num_threads(threads);
+  const HostInfo host = current_host("onednn", threads, options.instances);
+  summary.host_key = host.key();
+  std::int64_t params = 0;
+  for (const auto& layer : model.layers()) params += layer.costs.params;
+  const CalibrationBackend onednn{
+      [](const models::Layer&) { return true; }, [threads] { omp_set_num_threads(threads); },
+      [&](const std::vector<const CalibrationItem*>& items) -> std::unique_ptr<TimedWindow> {
+        return std::make_unique<OnednnWindow>(items, params, options.max_bytes);
+      }};
+  run_calibration(model, options, host, threads, db, summary, onednn);
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

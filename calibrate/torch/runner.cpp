@@ -1,5 +1,5 @@
-// The libtorch calibration loop: the items, database reuse, windows and co-run copies of the oneDNN loop
-// (calibrate/src/calibrate.cpp), with each pass run as an eager PyTorch step runs it. A backward pass is
+// The libtorch calibration backend: its windows for the shared calibration loop
+// (calibrate/src/calibration_loop.hpp), each pass run as an eager PyTorch step runs it. A backward pass is
 // timed after an untimed forward that records the autograd graph it walks. Method: docs/calibration.md.
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -7,15 +7,10 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <exception>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <thread>
 
-#include "calibrate/src/pass_entry.hpp"
+#include "calibrate/src/calibration_loop.hpp"
 #include "calibrate/torch/plugin.hpp"
 #include "calibrate/torch/torch_ops.hpp"
 #include "common/errors.hpp"
@@ -23,10 +18,6 @@
 namespace dtsim::calibrate {
 namespace {
 
-constexpr int MAX_THREADS = 1024;
-// Same windows as the oneDNN loop (calibrate.cpp): at most this many passes, closed past this many bytes.
-constexpr std::size_t WINDOW_PASSES = 32;
-constexpr std::int64_t WINDOW_BYTES = std::int64_t{512} << 20;
 // SGD hyper-parameters of the timed update (values do not change the time).
 constexpr double SGD_LEARNING_RATE = 0.01;
 constexpr double SGD_MOMENTUM = 0.9;
@@ -39,12 +30,6 @@ void flush_tensor(const at::Tensor& t) {
   const std::size_t lines = (t.nbytes() + LINE_BYTES - 1) / LINE_BYTES;
   for (std::size_t i = 0; i < lines; ++i) _mm_clflush(base + i * LINE_BYTES);
 }
-
-struct Item {
-  std::string signature;
-  Pass pass = Pass::FWD;
-  const models::Layer* layer = nullptr;  // null for the update
-};
 
 // One layer's torch op and the state between a backward's untimed forward and the timed backward.
 class LayerRunner {
@@ -129,10 +114,10 @@ class UpdateRunner {
 };
 
 // The runners of one window: one LayerRunner per signature (shared by its passes), the update's own.
-class Window {
+class TorchWindow : public TimedWindow {
  public:
-  Window(const std::vector<const Item*>& items, const models::Model& model) : items_(items) {
-    for (const Item* item : items) {
+  TorchWindow(const std::vector<const CalibrationItem*>& items, const models::Model& model) : items_(items) {
+    for (const CalibrationItem* item : items) {
       if (item->layer == nullptr) {
         update_ = std::make_unique<UpdateRunner>(model);
         by_item_.push_back(nullptr);
@@ -145,19 +130,21 @@ class Window {
       by_item_.push_back(runners_.back().get());
     }
   }
-  std::size_t size() const { return items_.size(); }
-  void prepare(std::size_t i) {
+  std::size_t size() const override { return items_.size(); }
+  void prepare(std::size_t i) override {
     if (by_item_[i]) by_item_[i]->prepare(items_[i]->pass);
     else update_->prepare();
   }
-  void run(std::size_t i) {
+  void run(std::size_t i) override {
     if (by_item_[i]) by_item_[i]->run(items_[i]->pass);
     else update_->run();
   }
-  std::string impl(std::size_t i) const { return by_item_[i] ? by_item_[i]->impl() : "optim.SGD(momentum)+zero_grad"; }
+  std::string impl(std::size_t i) const override {
+    return by_item_[i] ? by_item_[i]->impl() : "optim.SGD(momentum)+zero_grad";
+  }
 
  private:
-  std::vector<const Item*> items_;
+  std::vector<const CalibrationItem*> items_;
   std::vector<std::unique_ptr<LayerRunner>> runners_;
   std::unique_ptr<UpdateRunner> update_;
   std::vector<LayerRunner*> by_item_;
@@ -168,13 +155,7 @@ class Window {
 
 CalibrateSummary calibrate_model_libtorch(const models::Model& model, const CalibrateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  if (options.threads < 0 || options.threads > MAX_THREADS)
-    throw InputError(fmt::format("--threads must be in 0..{} (0 = every CPU), got {}", MAX_THREADS, options.threads));
-  const int threads = options.threads == 0 ? online_cpus() : options.threads;
-  if (options.instances < 1 || threads * options.instances > online_cpus())
-    throw InputError(fmt::format("--instances must be in 1..{} for {} thread(s) each: co-run copies need a CPU per "
-                                 "thread, got {}",
-                                 std::max(online_cpus() / threads, 1), threads, options.instances));
+  const int threads = calibration_threads(options);
   CalibrateSummary summary;
   summary.db_path = options.db_path.empty() ? default_db_path() : options.db_path;
   CalibrationDb db = CalibrationDb::load(summary.db_path);  // a corrupt file stops here, untouched
@@ -186,113 +167,13 @@ CalibrateSummary calibrate_model_libtorch(const models::Model& model, const Cali
                      "after an untimed forward";
   summary.host_key = host.key();
 
-  std::vector<Item> items;
-  std::map<std::string, bool> seen;
-  std::int64_t params = 0;
-  for (const auto& layer : model.layers()) {
-    params += layer.costs.params;
-    if (!torch_ops::has_torch_driver(layer.op)) continue;
-    const std::string sig = op_signature(layer);
-    for (Pass pass : passes_of(layer)) {
-      const std::string key = sig + "|" + std::string(to_string(pass));
-      if (seen.emplace(key, true).second) items.push_back({sig, pass, &layer});
-    }
-  }
-  if (options.include_update && params > 0) items.push_back({update_signature(params), Pass::FWD, nullptr});
-  summary.items = static_cast<int>(items.size());
-
-  CleanTimerOptions timer = options.timer;
-  timer.threads = threads * options.instances;
-
-  int done = 0;
-  const auto report = [&](const Item& item, bool reused, bool clean) {
-    CalibrateProgress progress{++done, summary.items, item.signature, std::string(to_string(item.pass)), reused, clean};
-    if (options.progress) options.progress(progress);
-  };
-  std::vector<const Item*> pending;
-  for (const Item& item : items) {
-    const PassEntry* existing = db.find(host.key(), item.signature, std::string(to_string(item.pass)));
-    if (existing && existing->status == EntryStatus::MEASURED) {
-      ++summary.reused;
-      report(item, true, true);
-    } else {
-      pending.push_back(&item);
-    }
-  }
-
-  std::size_t next = 0;
-  while (next < pending.size()) {
-    std::vector<const Item*> window_items;
-    {
-      std::int64_t bytes = 0;
-      std::string last_sig;
-      while (next < pending.size() &&
-             (window_items.empty() || (bytes < WINDOW_BYTES && window_items.size() < WINDOW_PASSES))) {
-        const Item* item = pending[next];
-        if (item->signature != last_sig) {
-          const PassWork w = item->layer ? pass_work(*item->layer, item->pass) : update_work(params);
-          if (!window_items.empty() && bytes >= WINDOW_BYTES) break;
-          bytes += static_cast<std::int64_t>(w.bytes);
-          last_sig = item->signature;
-        }
-        window_items.push_back(item);
-        ++next;
-      }
-    }
-    Window main(window_items, model);
-    // Co-run copies: each thread builds its own ops and runs the window's passes until the timing ends.
-    std::atomic<bool> stop{false};
-    std::atomic<int> ready{0};
-    std::vector<std::thread> neighbours;
-    std::exception_ptr neighbour_error;
-    std::mutex error_mutex;
-    for (int k = 1; k < options.instances; ++k) {
-      neighbours.emplace_back([&] {
-        try {
-          at::set_num_threads(threads);
-          Window copy(window_items, model);
-          ++ready;
-          while (!stop.load())
-            for (std::size_t i = 0; i < copy.size() && !stop.load(); ++i) {
-              copy.prepare(i);
-              copy.run(i);
-            }
-        } catch (...) {
-          std::lock_guard lock(error_mutex);
-          neighbour_error = std::current_exception();
-          ++ready;
-        }
-      });
-    }
-    struct Joiner {
-      std::atomic<bool>& stop;
-      std::vector<std::thread>& threads;
-      ~Joiner() {
-        stop = true;
-        for (auto& t : threads) t.join();
-      }
-    };
-    std::vector<TimingResult> results;
-    {
-      const Joiner joiner{stop, neighbours};
-      while (ready.load() < options.instances - 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (!neighbour_error) {
-        std::vector<std::function<void()>> works;
-        for (std::size_t i = 0; i < main.size(); ++i) works.emplace_back([&, i] { main.run(i); });
-        results = time_clean_interleaved(works, timer, [&](std::size_t i) { main.prepare(i); });
-      }
-    }
-    if (neighbour_error) std::rethrow_exception(neighbour_error);
-    for (std::size_t i = 0; i < main.size(); ++i) {
-      const Item& item = *window_items[i];
-      const PassEntry entry = timed_entry(results[i], item.layer, item.pass, params, main.impl(i));
-      db.put(host, item.signature, std::string(to_string(item.pass)), entry);
-      if (results[i].clean()) ++summary.timed;
-      else ++summary.disturbed;
-    }
-    db.save(summary.db_path);
-    for (std::size_t i = 0; i < main.size(); ++i) report(*window_items[i], false, results[i].clean());
-  }
+  const CalibrationBackend libtorch{
+      [](const models::Layer& layer) { return torch_ops::has_torch_driver(layer.op); },
+      [threads] { at::set_num_threads(threads); },
+      [&model](const std::vector<const CalibrationItem*>& items) -> std::unique_ptr<TimedWindow> {
+        return std::make_unique<TorchWindow>(items, model);
+      }};
+  run_calibration(model, options, host, threads, db, summary, libtorch);
   summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
