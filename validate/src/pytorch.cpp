@@ -19,6 +19,7 @@
 #include "models/zoo.hpp"
 #include "platforms/device.hpp"
 #include "sim/training.hpp"
+#include "validate/src/shared.hpp"
 #include "validate/validate.hpp"
 
 namespace dtsim::validate {
@@ -26,20 +27,8 @@ namespace {
 
 constexpr const char* DEFAULT_PYTHON = "/usr/bin/python3";
 constexpr int CLASSES = 10;
-constexpr int SIMULATED_ITERATIONS = 4;
-// The on-the-spot calibration's timer bounds, as for the oneDNN trainer (validate.cpp).
-constexpr int CALIBRATION_MAX_BLOCKS = 5;
-constexpr double CALIBRATION_MIN_BLOCK_S = 0.02;
 // Importing torch takes seconds; the availability probe gets this long.
 constexpr double PROBE_TIMEOUT_S = 120;
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Failure(fmt::format("cannot read {}", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string script_path() { return (data_dir() / "validate" / "pytorch" / "train.py").string(); }
 
@@ -126,35 +115,12 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     ValidationRow row;
     row.ranks = r;
     row.measured = summarize_report(read_text(out));
-    if (!row.measured.clean)
-      report.notes.push_back(fmt::format("{} process(es): every iteration window was disturbed by other processes; "
-                                         "figures are medians over all iterations (re-measure on a quiet machine)",
-                                         r));
-    if (r * options.threads > static_cast<int>(std::thread::hardware_concurrency()))
-      report.notes.push_back(fmt::format("{} process(es) x {} thread(s) oversubscribe the {} CPUs", r, options.threads,
-                                         std::thread::hardware_concurrency()));
-    report.rows.push_back(std::move(row));
+    add_measured_row(report, std::move(row), options.threads, "process(es)");
   }
   report.notes.push_back("torch model checked equal to dtsim's (parameters and output shape of every layer)");
   if (!options.predict) return report;
 
-  calibrate::CalibrateOptions co;
-  co.backend = "libtorch";
-  co.threads = options.threads;
-  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";
-  co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
-  co.timer.min_block_s = CALIBRATION_MIN_BLOCK_S;
-  const auto summary = calibrate::calibrate_model(model, co);
-  report.notes.push_back(fmt::format("libtorch calibration: {} passes ({} reused, {} timed, {} disturbed) in {}",
-                                     summary.items, summary.reused, summary.timed, summary.disturbed, summary.db_path));
-  const int corun = std::min(max_ranks, online_cpus());
-  if (options.threads == 1 && corun >= 2) {
-    co.instances = corun;
-    const auto s = calibrate::calibrate_model(model, co);
-    report.notes.push_back(fmt::format("libtorch co-run calibration: {} copies x 1 thread, {} passes ({} timed, {} "
-                                       "disturbed)",
-                                       corun, s.items, s.timed, s.disturbed));
-  }
+  const HereCalibration here = calibrate_here(model, options, dir, "libtorch", "libtorch ", "passes", report);
   auto platform = localhost_platform(report.comm, report.comm_measured);
   if (report.comm_measured) platform.node.intra.source = "dtsim validate: gloo allreduce curve of this machine, ring fit";
   const auto& device = platforms::DeviceCatalog::builtin().by_name("host");
@@ -164,7 +130,7 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     po.threads = options.threads;
     po.workers_per_node = row.ranks;
     po.cpu_sockets = 1;
-    po.db_path = summary.db_path;
+    po.db_path = here.db_path;
     po.backend = ddp.runtime.calibration;
     const auto profile = calibrate::build_profile(model, device, po);
     sim::TrainingPoint point;
@@ -176,19 +142,10 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     point.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory slice
     point.iterations = SIMULATED_ITERATIONS;
     const auto res = sim::simulate_training(platform, profile, point);
-    auto& ph = row.measured.phases;
-    ph["iteration"].predicted_ms = res.iteration_time_s * 1e3;
-    ph["forward"].predicted_ms = profile.fwd_s() * 1e3;
-    ph["backward"].predicted_ms = profile.bwd_s() * 1e3;
-    ph["update"].predicted_ms = profile.update_s * 1e3;
-    ph["exchange"].predicted_ms = res.breakdown.exposed_communication_s * 1e3;
-    ph["data"].predicted_ms = res.breakdown.io_stall_s * 1e3;
-    row.predicted_ms = ph["iteration"].predicted_ms;
-    row.error_pct = ph["iteration"].error_pct();
-    row.prediction_note =
-        fmt::format("{} calibration, coverage {:.0f}%, pytorch-ddp profile, link {:.2f} GB/s / {:.1f} us",
-                    profile.calibration_backend, profile.coverage * 100, platform.node.intra.link_bandwidth_Bps / 1e9,
-                    platform.node.intra.latency_s * 1e6);
+    set_prediction(row, profile, res,
+                   fmt::format("{} calibration, coverage {:.0f}%, pytorch-ddp profile, link {:.2f} GB/s / {:.1f} us",
+                               profile.calibration_backend, profile.coverage * 100,
+                               platform.node.intra.link_bandwidth_Bps / 1e9, platform.node.intra.latency_s * 1e6));
   }
   return report;
 }

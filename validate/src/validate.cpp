@@ -18,6 +18,7 @@
 #include "platforms/device.hpp"
 #include "platforms/platform.hpp"
 #include "sim/training.hpp"
+#include "validate/src/shared.hpp"
 #include "validate/validate.hpp"
 
 namespace dtsim::validate {
@@ -34,19 +35,9 @@ constexpr int MAX_CHANNELS = 64;
 constexpr int IMAGE_SIDE = 28;
 constexpr int IMAGE_CHANNELS = 1;
 constexpr int CLASSES = 10;
-// The simulated run: one warm-up iteration plus these (simulate_training reports the steady state).
-constexpr int SIMULATED_ITERATIONS = 4;
 // Calibration timer bounds for the on-the-spot calibration (see common/clean_timer.hpp).
 constexpr int CALIBRATION_MAX_BLOCKS = 5;
 constexpr double CALIBRATION_MIN_BLOCK_S = 0.02;
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Failure(fmt::format("cannot read {}", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 void check_options(const ValidateOptions& o) {
   if (o.ranks.empty()) throw InputError("--ranks: expected a list like 1,2");
@@ -152,44 +143,16 @@ ValidationReport run_validation(const ValidateOptions& options) {
     ValidationRow row;
     row.ranks = r;
     row.measured = summarize_report(read_text(out));
-    if (!row.measured.clean)
-      report.notes.push_back(fmt::format("{} rank(s): every iteration window was disturbed by other processes; "
-                                         "figures are medians over all iterations (re-measure on a quiet machine)",
-                                         r));
-    if (r * options.threads > static_cast<int>(std::thread::hardware_concurrency()))
-      report.notes.push_back(fmt::format("{} rank(s) x {} thread(s) oversubscribe the {} CPUs", r, options.threads,
-                                         std::thread::hardware_concurrency()));
-    report.rows.push_back(std::move(row));
+    add_measured_row(report, std::move(row), options.threads, "rank(s)");
   }
   if (!options.predict) return report;
 
   // On-the-spot calibration of this machine for the model at the per-rank batch, then the prediction.
-  calibrate::CalibrateOptions co;
-  co.threads = options.threads;
-  // A database of its own in the work directory (unless DTSIM_CALIBRATION_DB names one): validation
-  // never writes into the shipped calibration data, and build_profile then fits exactly this host.
-  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";
-  // Bounded so a busy machine cannot make validation run for long: a pass with no clean block in
-  // CALIBRATION_MAX_BLOCKS is stored as disturbed and the profile falls back to the op class.
-  co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
-  co.timer.min_block_s = CALIBRATION_MIN_BLOCK_S;
-  const auto summary = calibrate::calibrate_model(model, co);
-  report.notes.push_back(fmt::format("calibration: {} kernel passes ({} reused, {} timed, {} disturbed) in {}",
-                                     summary.items, summary.reused, summary.timed, summary.disturbed, summary.db_path));
-  // Ranks that share the machine slow each other down through shared hardware (caches, memory, the
-  // hypervisor's scheduling of sibling vCPUs). Measured the same way: the same passes timed as
-  // 1-thread copies running at once, one per rank (docs/calibration.md, co-run calibration).
-  const int corun = std::min(max_ranks, dtsim::online_cpus());
-  if (options.threads == 1 && corun >= 2) {
-    co.instances = corun;
-    const auto s = calibrate::calibrate_model(model, co);
-    report.notes.push_back(fmt::format("co-run calibration: {} copies x 1 thread, {} passes ({} timed, {} disturbed)",
-                                       corun, s.items, s.timed, s.disturbed));
-  } else if (max_ranks >= 2) {
+  const HereCalibration here = calibrate_here(model, options, dir, "onednn", "", "kernel passes", report);
+  if (!here.co_run && max_ranks >= 2)
     report.notes.push_back(fmt::format("no co-run calibration ({} thread(s) per rank): ranks sharing the machine "
                                        "are predicted without their mutual slowdown",
                                        options.threads));
-  }
   const auto platform = localhost_platform(report.comm, report.comm_measured);
   const auto& device = platforms::DeviceCatalog::builtin().by_name("host");
   for (auto& row : report.rows) {
@@ -197,7 +160,7 @@ ValidationReport run_validation(const ValidateOptions& options) {
     po.threads = options.threads;
     po.workers_per_node = row.ranks;
     po.cpu_sockets = 1;
-    po.db_path = summary.db_path;
+    po.db_path = here.db_path;
     const auto profile = calibrate::build_profile(model, device, po);
     sim::TrainingPoint point;
     point.workers = row.ranks;
@@ -210,19 +173,78 @@ ValidationReport run_validation(const ValidateOptions& options) {
     point.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory copy
     point.iterations = SIMULATED_ITERATIONS;
     const auto res = sim::simulate_training(platform, profile, point);
-    auto& ph = row.measured.phases;
-    ph["iteration"].predicted_ms = res.iteration_time_s * 1e3;
-    ph["forward"].predicted_ms = profile.fwd_s() * 1e3;
-    ph["backward"].predicted_ms = profile.bwd_s() * 1e3;
-    ph["update"].predicted_ms = profile.update_s * 1e3;
-    ph["exchange"].predicted_ms = res.breakdown.exposed_communication_s * 1e3;
-    ph["data"].predicted_ms = res.breakdown.io_stall_s * 1e3;
-    row.predicted_ms = ph["iteration"].predicted_ms;
-    row.error_pct = ph["iteration"].error_pct();
-    row.prediction_note = fmt::format("profile coverage {:.0f}%, link {:.2f} GB/s / {:.1f} us", profile.coverage * 100,
-                                      platform.node.intra.link_bandwidth_Bps / 1e9, platform.node.intra.latency_s * 1e6);
+    set_prediction(row, profile, res,
+                   fmt::format("profile coverage {:.0f}%, link {:.2f} GB/s / {:.1f} us", profile.coverage * 100,
+                               platform.node.intra.link_bandwidth_Bps / 1e9, platform.node.intra.latency_s * 1e6));
   }
   return report;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Failure(fmt::format("cannot read {}", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void add_measured_row(ValidationReport& report, ValidationRow row, int threads, const std::string& unit) {
+  const int r = row.ranks;
+  if (!row.measured.clean)
+    report.notes.push_back(fmt::format("{} {}: every iteration window was disturbed by other processes; "
+                                       "figures are medians over all iterations (re-measure on a quiet machine)",
+                                       r, unit));
+  if (r * threads > static_cast<int>(std::thread::hardware_concurrency()))
+    report.notes.push_back(fmt::format("{} {} x {} thread(s) oversubscribe the {} CPUs", r, unit, threads,
+                                       std::thread::hardware_concurrency()));
+  report.rows.push_back(std::move(row));
+}
+
+HereCalibration calibrate_here(const models::Model& model, const ValidateOptions& options, const std::string& dir,
+                               const std::string& backend, const std::string& prefix, const std::string& passes,
+                               ValidationReport& report) {
+  calibrate::CalibrateOptions co;
+  co.backend = backend;
+  co.threads = options.threads;
+  // A database of its own in the work directory (unless DTSIM_CALIBRATION_DB names one): validation
+  // never writes into the shipped calibration data, and build_profile then fits exactly this host.
+  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";
+  // Bounded so a busy machine cannot make validation run for long: a pass with no clean block in
+  // CALIBRATION_MAX_BLOCKS is stored as disturbed and the profile falls back to the op class.
+  co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
+  co.timer.min_block_s = CALIBRATION_MIN_BLOCK_S;
+  const auto summary = calibrate::calibrate_model(model, co);
+  report.notes.push_back(fmt::format("{}calibration: {} {} ({} reused, {} timed, {} disturbed) in {}", prefix,
+                                     summary.items, passes, summary.reused, summary.timed, summary.disturbed,
+                                     summary.db_path));
+  // Ranks that share the machine slow each other down through shared hardware (caches, memory, the
+  // hypervisor's scheduling of sibling vCPUs). Measured the same way: the same passes timed as
+  // 1-thread copies running at once, one per rank (docs/calibration.md, co-run calibration).
+  const int max_ranks = *std::max_element(options.ranks.begin(), options.ranks.end());
+  const int corun = std::min(max_ranks, dtsim::online_cpus());
+  HereCalibration out{summary.db_path, false};
+  if (options.threads == 1 && corun >= 2) {
+    co.instances = corun;
+    const auto s = calibrate::calibrate_model(model, co);
+    report.notes.push_back(fmt::format("{}co-run calibration: {} copies x 1 thread, {} passes ({} timed, {} disturbed)",
+                                       prefix, corun, s.items, s.timed, s.disturbed));
+    out.co_run = true;
+  }
+  return out;
+}
+
+void set_prediction(ValidationRow& row, const calibrate::ComputeProfile& profile, const sim::PointResult& res,
+                    std::string note) {
+  auto& ph = row.measured.phases;
+  ph["iteration"].predicted_ms = res.iteration_time_s * 1e3;
+  ph["forward"].predicted_ms = profile.fwd_s() * 1e3;
+  ph["backward"].predicted_ms = profile.bwd_s() * 1e3;
+  ph["update"].predicted_ms = profile.update_s * 1e3;
+  ph["exchange"].predicted_ms = res.breakdown.exposed_communication_s * 1e3;
+  ph["data"].predicted_ms = res.breakdown.io_stall_s * 1e3;
+  row.predicted_ms = ph["iteration"].predicted_ms;
+  row.error_pct = ph["iteration"].error_pct();
+  row.prediction_note = std::move(note);
 }
 
 }  // namespace dtsim::validate
