@@ -63,7 +63,8 @@ void run(const CompareArgs& a) {
   std::vector<scenarios::Scenario> parsed;
   for (const auto& p : points) parsed.push_back(scenarios::parse_scenario_node(p.node, origin));
   const auto config = scenarios::summarize_config(parsed);
-  if (const auto warning = scenarios::coverage_warning(config); !warning.empty())
+  // The table's header carries the warning; machine formats get it on stderr instead.
+  if (const auto warning = scenarios::coverage_warning(config); !warning.empty() && format != TextFormat::TABLE)
     std::cerr << "dtsim: " << warning << '\n';
   if (format == TextFormat::TABLE) std::cout << scenarios::config_header(config);
   if (format == TextFormat::JSON) {

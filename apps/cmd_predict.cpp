@@ -183,8 +183,19 @@ void run(const PredictArgs& a) {
   }
   const auto rows = scenarios::predict_scenario(s);
   const auto config = scenarios::summarize_config({s}, given_fields(a));
-  if (const auto warning = scenarios::coverage_warning(config); !warning.empty())
+  // The table's header carries the warning; machine formats and --out files get it on stderr instead.
+  const bool header_on_terminal = parse_text_format(a.format) == TextFormat::TABLE && a.out.empty();
+  if (const auto warning = scenarios::coverage_warning(config); !warning.empty() && !header_on_terminal)
     std::cerr << "dtsim: " << warning << '\n';
+  for (const auto& r : rows)
+    if (sim::uses_servers(s.point.strategy) && r.ps_servers > r.workers) {
+      // Allowed (a job may start more server processes than workers), but it cannot help: say so once.
+      fmt::print(stderr,
+                 "dtsim: note: {} parameter servers for {} workers: past one per worker, more servers cannot be "
+                 "faster, since each worker's own NIC already carries the whole model both ways\n",
+                 r.ps_servers, r.workers);
+      break;
+    }
   if (s.point.framework.calibration != "onednn") {
     // Which calibration the framework's compute came from (stderr: the result's shape is unchanged).
     const auto source = scenarios::compute_source(s);

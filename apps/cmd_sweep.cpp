@@ -61,9 +61,7 @@ void run(const SweepArgs& a) {
   std::vector<scenarios::Scenario> parsed;
   for (const auto& p : points) parsed.push_back(scenarios::parse_scenario_node(p.node, origin));
   const auto config = scenarios::summarize_config(parsed);
-  std::cout << scenarios::config_header(config);
-  if (const auto warning = scenarios::coverage_warning(config); !warning.empty())
-    std::cerr << "dtsim: " << warning << '\n';
+  std::cout << scenarios::config_header(config);  // carries the coverage warning
   std::cout << fmt::format("sweep {}: {} points ({} already done, {} run now{}, {} with errors) -> {}\n", a.scenario,
                            s.total, s.skipped, s.ran, s.mpi_ranks > 1 ? fmt::format(" on {} MPI ranks", s.mpi_ranks) : "",
                            s.failed, s.csv_path);

@@ -200,6 +200,9 @@ TEST_CASE("scenarios::Predict: the efficiency baseline does not depend on whethe
     const auto doc = nlohmann::json::parse(r.out);
     return doc["points"].back()["efficiency"].get<double>();
   };
+  const auto note = run_cli({"predict", "--model", "lenet5", "--platform", "ntua-vm", "--batch", "32", "--strategy",
+                             "ps", "--ps", "64", "--workers", "2"});
+  CHECK(note.err.find("note: 64 parameter servers for 2 workers") != std::string::npos);  // explained, not silent
   const double alone = efficiency_of_2("2");
   const double listed = efficiency_of_2("1,2");
   CHECK(alone == Approx(listed).epsilon(1e-9));
