@@ -10,7 +10,7 @@ the MAPE of each step is printed, so the contribution of each mechanism is visib
   +framework  the study's framework profile where dtsim has one (docs/frameworks.md);
   +variance   the synchronisation variance default (off: no sourced distribution, README Known gaps).
 A step that changes no flag for a table reuses the previous step's predictions and says why.
-Tables: ../shared/reference/open-measurements.yaml (what `dtsim accuracy` runs) and
+Tables: benchmarks/data/open-measurements.yaml (what `dtsim accuracy` runs) and
 benchmarks/data/tf-benchmarks-2017.yaml (benchmarks/predict_tf_benchmarks.sh). Each study is anchored at
 its measured 1-GPU row, which is left out of the MAPE.
 Runs ABLATION_JOBS (default 6) predictions at once; ABLATION_TABLES (a regular expression) keeps only

@@ -5,5 +5,5 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dtsim="${DTSIM:-$root/build/apps/dtsim}"
 export DTSIM_DATA_DIR="${DTSIM_DATA_DIR:-$root}"
-exec /usr/bin/python3 "$root/benchmarks/ablation.py" "$dtsim" "$root/../shared/reference/open-measurements.yaml" \
+exec /usr/bin/python3 "$root/benchmarks/ablation.py" "$dtsim" "$root/benchmarks/data/open-measurements.yaml" \
   "$root/benchmarks/data/tf-benchmarks-2017.yaml" "$root/platforms"

@@ -6,7 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 dtsim="${1:-$here/build/apps/dtsim}"
 shift || true
-ref="${DTSIM_REFERENCE_DIR:-$here/../shared/reference}/open-measurements.yaml"
+ref="${DTSIM_REFERENCE_DIR:-$here/benchmarks/data}/open-measurements.yaml"
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 start=$(date +%s.%N)

@@ -14,6 +14,8 @@ install(FILES calibrate/data/calibration.json calibrate/data/gpu_kernels.json
 install(DIRECTORY scenarios/ DESTINATION ${DTSIM_INSTALL_DATA_DIR}/scenarios
         FILES_MATCHING PATTERN "*.yaml" PATTERN "figures" EXCLUDE)
 install(DIRECTORY models/examples/ DESTINATION ${DTSIM_INSTALL_DATA_DIR}/models/examples FILES_MATCHING PATTERN "*.yaml")
+install(FILES benchmarks/data/open-measurements.yaml benchmarks/data/tf-benchmarks-2017.yaml
+        DESTINATION ${DTSIM_INSTALL_DATA_DIR}/benchmarks/data)
 install(PROGRAMS plots/plot_results.py DESTINATION ${DTSIM_INSTALL_DATA_DIR}/plots)
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md")

@@ -12,7 +12,7 @@ std::filesystem::path installed_data_dir();
 // The project data root: $DTSIM_DATA_DIR if set, else the installed data beside the binary
 // (<prefix>/share/dtsim), else the source tree dtsim was built from.
 std::filesystem::path data_dir();
-// The published reference material: $DTSIM_REFERENCE_DIR, else <data_dir>/../shared/reference.
+// The published accuracy tables: $DTSIM_REFERENCE_DIR, else <data_dir>/benchmarks/data.
 std::filesystem::path reference_dir();
 
 }  // namespace dtsim

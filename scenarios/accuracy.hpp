@@ -31,7 +31,7 @@ struct AccuracyStudy {
 };
 
 struct AccuracyOptions {
-  std::string measurements;  // path; empty = <reference_dir()>/open-measurements.yaml
+  std::string measurements;  // path; empty = <reference_dir()>/open-measurements.yaml (benchmarks/data)
   bool anchored = true;      // anchor each study/variant at its 1-worker row
   int jobs = 1;              // rows simulated at once
   std::string study;         // only this study (empty = all)

@@ -38,7 +38,7 @@ fs::path data_dir() {
 
 fs::path reference_dir() {
   if (const char* env = std::getenv("DTSIM_REFERENCE_DIR"); env != nullptr && *env != '\0') return env;
-  return (data_dir() / ".." / "shared" / "reference").lexically_normal();
+  return data_dir() / "benchmarks" / "data";
 }
 
 }  // namespace dtsim

@@ -27,6 +27,7 @@ cd "$work"
 "$bin" predict --model lenet5 --platform ntua-vm --workers 1,2 --format json >predict.out
 "$bin" sweep "$work/moved/share/dtsim/scenarios/ntua-cifar.yaml" --list >sweep.out
 "$bin" predict "$work/moved/share/dtsim/scenarios/prace-dgx1-gan.yaml" --workers 1 --format csv >gan.out
+"$bin" accuracy --study gtx1080ti_mxnet_resnet50 --max-rows 1 --out "$work/accuracy" >accuracy.out
 test ! -e "$src/CMakeLists.txt" && echo hidden >hidden.out || true
 SCRIPT
 if unshare -rm true 2>/dev/null; then
@@ -43,6 +44,7 @@ expect "piz-daint" "$work/platforms.out"
 expect "$work/moved/share/dtsim/platforms/ntua-vm.yaml" "$work/check.out"
 expect '"throughput_samples_per_s"' "$work/predict.out"
 expect "model=lenet5" "$work/sweep.out"
+expect "gtx1080ti_mxnet_resnet50" "$work/accuracy.out"  # the shipped accuracy tables, no ../shared
 expect "workers" "$work/gan.out"  # its model is scenarios/models/gan_212m.yaml, relative to the scenario
 if grep -qF "$src/" "$work/check.out" "$work/help.out"; then fail "the installed dtsim still names the source tree"; fi
 echo "installed dtsim runs from $work/moved"
