@@ -74,7 +74,10 @@ void run(const CompareArgs& a) {
       for (std::size_t i = 0; i < r.size(); ++i) o[t.header()[i]] = r[i];
       rows.push_back(o);
     }
-    std::cout << rows.dump(2) << '\n';
+    // The same shape as predict's JSON: the points, then the configuration they were predicted under.
+    nlohmann::json doc{{"scenario", a.scenario}, {"points", rows}};
+    doc["config"] = scenarios::config_json(config);
+    std::cout << doc.dump(2) << '\n';
   } else if (format == TextFormat::CSV) {
     t.print(std::cout, format);
   } else {

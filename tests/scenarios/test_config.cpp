@@ -218,6 +218,15 @@ TEST_CASE("scenarios::Config: scenario paths resolve against its folder, results
   REQUIRE(c.exit_code == 0);
   CHECK(c.out.find("our-lab") != std::string::npos);
   CHECK(c.out.find("calibration: ") != std::string::npos);
+  // Its JSON has predict's shape: points and the configuration they ran under.
+  const auto cj = run_cli({"compare", (dir / "cluster" / "s.yaml").string(), "--platforms", "cluster/lab.yaml,ntua-vm",
+                           "--out", (dir / "cmp").string(), "--no-plot", "--format", "json"},
+                          dir.string());
+  REQUIRE(cj.exit_code == 0);
+  const auto doc = nlohmann::json::parse(cj.out);
+  CHECK(doc["points"].size() == 4);
+  CHECK(doc["config"]["calibration"].is_array());
+  CHECK(doc["config"]["fields"].contains("platform"));
   // Two files with one name: an error naming both, not a merged row.
   write_platform(dir / "cluster" / "lab2.yaml", "our-lab");
   const auto dup = run_cli({"compare", (dir / "cluster" / "s.yaml").string(), "--platforms",
