@@ -37,6 +37,9 @@ struct ComputeProfile {
   // Whose timings the host efficiencies came from: "onednn", or "libtorch" when asked for and the
   // database has a libtorch host (else "onednn", the fallback; coverage then counts oneDNN entries).
   std::string calibration_backend = "onednn";
+  // CPU: the database has this machine (same CPU model) at these threads and processes per node, so its
+  // measured passes are used as timed, with no device model in between.
+  bool same_machine = false;
 
   double fwd_s() const;
   double bwd_s() const;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "calibrate/database.hpp"
 #include "calibrate/device_model.hpp"
@@ -75,6 +76,19 @@ HostEff host_eff_for(const CachedModel& c, const std::string& signature, Pass pa
     }
   }
   return {fallback_efficiency(c.host, op_class, pass), false};
+}
+
+// The database host that ran on this very device with this worker's threads and per-node process count,
+// if any: its measured entries are the prediction itself, with no roofline in between (the roofline of a
+// resolved host is assumed, not measured, and would clamp passes that beat it).
+std::optional<HostInfo> same_machine_host(const CalibrationDb& db, const std::string& backend,
+                                          const platforms::Device& device, const WorkerPlacement& placement) {
+  if (device.kind != platforms::DeviceKind::CPU || device.cpu_model.empty()) return std::nullopt;
+  for (const auto& h : db.hosts())
+    if (h.backend == backend && h.device_model == device.cpu_model && h.threads == placement.threads &&
+        h.instances == placement.workers_per_node)
+      return h;
+  return std::nullopt;
 }
 
 bool compute_bound_on_host(const HostModel& m, const PassWork& w, OpClass op_class) {
@@ -154,6 +168,16 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     profile.threads = placement.threads;
   }
 
+  const std::optional<HostInfo> same = same_machine_host(cached->db, backend, device, placement);
+  const std::string same_key = same ? same->key() : "";
+  // A measured entry of the same machine and threads, used as-is; nullptr otherwise.
+  auto as_measured = [&](const std::string& signature, const std::string& pass) -> const PassEntry* {
+    if (!same) return nullptr;
+    const PassEntry* e = cached->db.find(same_key, signature, pass);
+    return e && e->status == EntryStatus::MEASURED ? e : nullptr;
+  };
+  profile.same_machine = same.has_value();
+
   double measured_s = 0, total_s = 0;
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) {
@@ -172,13 +196,15 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
       const HostEff he = host_eff_for(*cached, signature, pass, op_class, model.batch());
       const bool host_bound = compute_bound_on_host(cached->host, work, op_class);
       work.bytes *= byte_scale;
-      const double s = kernels && kernel_model_applies(layer.op)
+      const PassEntry* exact = as_measured(signature, std::string(to_string(pass)));
+      const double s = exact ? exact->time_s
+                       : kernels && kernel_model_applies(layer.op)
                            ? kernel_pass_s(*kernels, layer, pass, device, options.precision)
                            : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
       (pass == Pass::FWD ? t.fwd_s : pass == Pass::BWD_DATA ? t.bwd_data_s : t.bwd_weights_s) = s;
       total_s += s;
-      if (he.measured) measured_s += s;
-      all_measured = all_measured && he.measured;
+      if (he.measured || exact) measured_s += s;
+      all_measured = all_measured && (he.measured || exact);
     }
     t.measured = all_measured;
     profile.layers.push_back(std::move(t));
@@ -190,7 +216,9 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
       if (const PassEntry* e = cached->db.find(cached->host.host.key(), update_signature(params), "fwd");
           e && e->status == EntryStatus::MEASURED)
         eff = host_efficiency(cached->host.host, *e);
-    profile.update_s = predict_pass_s(cached->host, OpClass::UPDATE, work, eff, false, device, placement);
+    const PassEntry* exact = as_measured(update_signature(params), "fwd");
+    profile.update_s =
+        exact ? exact->time_s : predict_pass_s(cached->host, OpClass::UPDATE, work, eff, false, device, placement);
   }
   profile.coverage = total_s > 0 ? measured_s / total_s : 0;
   if (options.anchor_samples_per_s) anchor_profile(profile, *options.anchor_samples_per_s);

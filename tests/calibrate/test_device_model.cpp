@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "calibrate/database.hpp"
 #include "calibrate/device_model.hpp"
+#include "calibrate/op_signature.hpp"
 #include "calibrate/profile.hpp"
 #include "common/errors.hpp"
 
@@ -297,4 +299,55 @@ TEST_CASE("calibrate::DeviceModel: a 1-thread host with a co-run calibration cha
   const double t1 = predict_pass_s(m, OpClass::CONV, {16e9, 1e6}, eff, true, two, one_rank) - o;
   const double t2 = predict_pass_s(m, OpClass::CONV, {16e9, 1e6}, eff, true, two, two_ranks) - o;
   CHECK(t2 == Approx(1.6 * t1).epsilon(1e-9));
+}
+
+TEST_CASE("calibrate::Profile: the calibrated machine at its calibrated threads gets its measured passes as timed",
+          "[calibrate]") {
+  using namespace dtsim;
+  models::Model model("tiny", models::Shape{8, 3, 16, 16});
+  models::LayerParams conv;
+  conv.out_channels = 8;
+  conv.kernel_h = conv.kernel_w = 3;
+  conv.pad_h = conv.pad_w = 1;
+  model.add("conv1", models::OpKind::CONV2D, conv, {"data"});
+  model.add("relu1", models::OpKind::RELU, {}, {"conv1"});
+  // Every pass timed 10x faster than the host's roofline allows: the device model would clamp it.
+  calibrate::CalibrationDb db;
+  const auto host = test_host(1, 1, 1e6);  // a 1 MFLOP/s core: any real pass beats it
+  double expected_s = 0;
+  int n = 0;
+  std::int64_t params = 0;
+  for (const auto& layer : model.layers()) {
+    if (layer.op == models::OpKind::INPUT) continue;
+    params += layer.costs.params;
+    for (auto pass : calibrate::passes_of(layer)) {
+      auto e = conv_entry(1e-3 * ++n, 1e9);
+      db.put(host, calibrate::op_signature(layer), std::string(calibrate::to_string(pass)), e);
+      expected_s += e.time_s;
+    }
+  }
+  const auto update = conv_entry(7e-3, 1e6);
+  db.put(host, calibrate::update_signature(params), "fwd", update);
+  expected_s += update.time_s;
+  const auto path = std::filesystem::temp_directory_path() / ("dtsim_same_" + std::to_string(::getpid()) + ".json");
+  db.save(path.string());
+  calibrate::ProfileOptions o;
+  o.db_path = path.string();
+  o.threads = 1;
+  Device cpu = test_cpu();
+  cpu.cpu_model = "Test CPU";
+  const auto same = calibrate::build_profile(model, cpu, o);
+  CHECK(same.same_machine);
+  CHECK(same.step_compute_s() == Approx(expected_s).epsilon(1e-12));
+  CHECK(same.update_s == Approx(7e-3));
+  CHECK(same.coverage == Approx(1.0));
+  // Another CPU model, or other threads: the device model carries the entries (clamped at its roofline).
+  cpu.cpu_model = "Other CPU";
+  const auto other = calibrate::build_profile(model, cpu, o);
+  CHECK_FALSE(other.same_machine);
+  CHECK(other.step_compute_s() != Approx(expected_s));
+  cpu.cpu_model = "Test CPU";
+  o.threads = 2;
+  CHECK_FALSE(calibrate::build_profile(model, cpu, o).same_machine);
+  std::filesystem::remove(path);
 }
