@@ -3,12 +3,15 @@
 Each table is predicted under ideal -> +transport -> +collective library -> +framework -> +variance and
 the MAPE of each step is printed, so the contribution of each mechanism is visible:
   ideal       the shipped platform with both transports set to `ideal` (no size bands, no TCP cap, no
-              host staging), collective library `none`, framework `none`, no variability;
+              host staging), collective library `none`, framework `none`, --no-variability;
   +transport  the shipped platform's transports (docs/transports.md);
   +collective the library the study ran (docs/collective-libraries.md), strategy allreduce-auto for
               allreduce rows; parameter-server rows have no collective and do not change;
   +framework  the study's framework profile where dtsim has one (docs/frameworks.md);
-  +variance   the synchronisation variance default (off: no sourced distribution, README Known gaps).
+  +variance   the synchronisation variance default (persistent device spread by device class, on unless
+              --no-variability: docs/simulation-training.md, Variability).
+Steps before +collective pass --collective-library none, and steps before +variance --no-variability,
+since both are on by default.
 A step that changes no flag for a table reuses the previous step's predictions and says why.
 Tables: benchmarks/data/open-measurements.yaml (what `dtsim accuracy` runs) and
 benchmarks/data/tf-benchmarks-2017.yaml (benchmarks/predict_tf_benchmarks.sh). Each study is anchored at
@@ -47,7 +50,7 @@ def ideal_platform(name):
     return path
 
 
-def predict(model, platform, batch, strategy, workers, anchor, ps=None, data=None, library=None):
+def predict(model, platform, batch, strategy, workers, anchor, ps=None, data=None, library=None, variability=False):
     cmd = [dtsim, "predict", "--model", model, "--platform", platform, "--batch", str(batch), "--strategy", strategy,
            "--workers", ",".join(str(w) for w in workers), "--anchor", str(anchor), "--format", "csv"]
     if ps:
@@ -56,6 +59,8 @@ def predict(model, platform, batch, strategy, workers, anchor, ps=None, data=Non
         cmd += ["--data", data]
     if library:
         cmd += ["--collective-library", library]
+    if not variability:
+        cmd += ["--no-variability"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return {int(r["workers"]): float(r["throughput"]) for r in csv.DictReader(io.StringIO(out))}
 
@@ -70,12 +75,12 @@ class Group:
     def run(self, step):
         allreduce = self.strategy.startswith("allreduce")
         platform = ideal_platform(self.platform) if step == "ideal" else self.platform
-        strategy, library = self.strategy, None
+        strategy, library = self.strategy, "none"
         if STEPS.index(step) >= STEPS.index("+collective") and allreduce and self.library:
             strategy, library = "allreduce-auto", self.library
         ps = [r[1] for r in self.rows] if self.strategy.startswith("ps") else None
         return predict(self.model, platform, self.batch, strategy, [r[0] for r in self.rows], self.anchor, ps,
-                       self.data, library)
+                       self.data, library, variability=step == "+variance")
 
     def changes(self, step):
         """Why `step` leaves this group's flags as they were, or None when it changes them."""
@@ -87,7 +92,7 @@ class Group:
             return None if self.library else "no library named"
         if step == "+framework":
             return "no dtsim profile for TensorFlow 1.x / MXNet ps-lite runtimes"
-        return "variance off by default (no sourced distribution)"
+        return None
 
 
 groups = []

@@ -114,6 +114,11 @@ struct Platform {
   Node node;
   Network network;
   Storage storage;
+  // The collective library the site documents for this cluster (`collective_library:`, a name of the
+  // library table in sim/, checked there); "" = dtsim's default rule. `collective_library_at` is the
+  // field's "file:line" for errors.
+  std::string collective_library;
+  std::string collective_library_at;
   // Sources of figures written as {value, source} in the file, keyed by field path ("network.latency_s").
   std::map<std::string, std::string> figure_sources;
 

@@ -28,7 +28,9 @@ struct Scenario {
   std::string db_path;      // calibration database (empty = default)
   calibrate::Precision precision = calibrate::Precision::FP32;
   bool allow_oversubscribe = false;  // predict even when the memory estimate exceeds the GPU's memory
-  sim::TrainingPoint point; // strategy, placement, fusion, cycle, data, iterations, variability ...
+  // strategy, placement, fusion, cycle, data, iterations, variability ...; a user's defaults: the collective
+  // library by precedence and the device-class variability (sim::default_training_point).
+  sim::TrainingPoint point = sim::default_training_point();
   // "file:line" of each top-level field read from a file, so that errors found later (unknown
   // model, too many workers for the platform) name where the value came from; a flag that
   // overrides a field removes its entry.

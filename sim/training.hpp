@@ -32,11 +32,15 @@ bool uses_servers(const Strategy& s);     // parameter servers: --ps, placement 
 bool single_node_only(const Strategy& s); // every worker on one node
 
 // Collective libraries (NCCL, Open MPI tuned, MVAPICH2, Gloo; docs/collective-libraries.md): the library
-// picks each allreduce's algorithm (strategy allreduce-auto) and protocol. "none" is the default.
+// picks each allreduce's algorithm (strategy allreduce-auto) and protocol. A point that names none gets
+// one by precedence: framework > platform > default rule (resolve_collective_library).
 std::string collective_library_names();  // "none, nccl-2.7, ..."
 std::string collective_library_help();   // one line per library
 // InputError naming `what` and listing the names when `name` is not a library.
 void check_collective_library(const std::string& name, const std::string& what = "--collective-library");
+// The default rule when nobody names a library: GPU nodes run NCCL, CPU nodes Open MPI.
+inline constexpr const char* DEFAULT_GPU_LIBRARY = "nccl-2.7";
+inline constexpr const char* DEFAULT_CPU_LIBRARY = "openmpi-4.0";
 
 enum class DataMode { SYNTHETIC, REAL };
 DataMode data_mode_by_name(const std::string& name);
@@ -47,13 +51,34 @@ DataMode data_mode_by_name(const std::string& name);
 // 18.9% (max 40.0%) with NCCL collectives overlapped, on A100, H100, MI250 and MI210.
 constexpr double OVERLAP_COMPUTE_SLOWDOWN = 1.189;
 
-// Per-worker, per-iteration compute variation (off by default: no published per-step time distribution
-// has been found to source a default; README Known gaps). `--no-variability` clears a scenario's.
+// Persistent speed spread of same-model devices (docs/simulation-training.md, "Variability"): each worker's
+// device computes at a fixed log-normal factor of mean 1 for the whole run, so synchronous training pays
+// the slowest of N devices every iteration. Coefficients of variation derived from published spreads:
+// GPUs: Sinha et al., "Not All GPUs Are Created Equal", SC'22 (arXiv 2208.11035v3): 8% average
+// performance variation among same-SKU V100s (outliers excluded), read as the box-plot whisker range,
+// 5.40 standard deviations of a normal spread -> 0.08 / 5.40.
+inline constexpr double GPU_SPREAD_RANGE = 0.08;        // Sinha et al. SC'22 abstract: 8% average variation
+// CPUs: Acun, Miller, Kale, "Variation Among Processors Under Turbo Boost in HPC Systems", ICS'16: up to 16%
+// execution-time difference among the processors of Turbo Boost machines (Edison, Cab, Stampede), read
+// as the range of ~10,000 processors, 7.7 standard deviations -> 0.16 / 7.7.
+inline constexpr double CPU_SPREAD_RANGE = 0.16;        // Acun et al. ICS'16: up to 16% difference
+inline constexpr double WHISKER_RANGE_SIGMAS = 5.396;   // 2 x (Q3 + 1.5 IQR) of a standard normal = 2 x 2.698
+inline constexpr double RANGE_10K_SIGMAS = 7.7;         // expected range of 10,000 standard normals (2 x 3.85)
+inline constexpr double GPU_DEVICE_CV = GPU_SPREAD_RANGE / WHISKER_RANGE_SIGMAS;  // 0.0148
+inline constexpr double CPU_DEVICE_CV = CPU_SPREAD_RANGE / RANGE_10K_SIGMAS;      // 0.0208
+// device_cv value meaning "by the platform's device class" (the default of a scenario).
+inline constexpr double DEVICE_CV_BY_CLASS = -1;
+
+// Compute variation of the workers. The simulation library's default is none (every closed-form test
+// holds); scenarios default to the device-class spread (default_training_point). `--no-variability`
+// clears all of it (Variability::none()).
 struct Variability {
-  double jitter_cv = 0;           // coefficient of variation of each worker's compute time (log-normal, mean 1)
+  double device_cv = 0;           // persistent per-device factor (log-normal, mean 1); DEVICE_CV_BY_CLASS: by class
+  double jitter_cv = 0;           // coefficient of variation of each worker's compute per iteration (log-normal, mean 1)
   double straggler_probability = 0;  // per worker and iteration
   double straggler_slowdown = 1;  // compute multiplier of a straggler
   std::uint64_t seed = 1;
+  static Variability none() { return {}; }
 };
 
 // Expected maximum over n workers of the log-normal jitter factor with coefficient of variation cv
@@ -68,6 +93,9 @@ struct FrameworkRuntime {
   // Calibration whose per-layer times the framework's compute runs at: "onednn" (kernels at their best),
   // "libtorch" (eager PyTorch ops, `dtsim calibrate --backend libtorch`; oneDNN where none exist).
   std::string calibration = "onednn";
+  // The collective library the framework runs on GPU and on CPU workers ("" = the platform's).
+  std::string gpu_library;
+  std::string cpu_library;
 };
 
 // A framework profile: its runtime and the defaults it sets (docs/frameworks.md, with sources).
@@ -98,7 +126,7 @@ struct TrainingPoint {
   bool overlap = true;                       // exchange buckets during the remaining backward
   bool interference = true;                  // GPUs: compute overlapped with a collective slows down (docs/simulation-training.md)
   FrameworkRuntime framework;                // what the framework's runtime adds around each collective
-  std::string collective_library = "none";   // picks algorithm and protocol per allreduce call
+  std::string collective_library = "none";   // picks algorithm and protocol per allreduce call; "" = by precedence
   DataMode data = DataMode::SYNTHETIC;
   double sample_bytes = 0;                   // real data: bytes read per sample
   int prefetch_depth = 2;                    // batches read ahead
@@ -112,6 +140,26 @@ struct TrainingPoint {
   double metadata_ops_per_sample = 1;        // real data on a parallel FS: file opens per sample (one JPEG each)
   double preprocess_s_per_sample = 0;        // real data: host decode/augment time per sample (0 = not modelled)
 };
+
+// What a new user gets (scenarios start from it): the collective library by precedence and the
+// device-class variability on. A TrainingPoint{} has both off.
+TrainingPoint default_training_point();
+
+// The library a point runs and where the choice came from: "named" (the point names it: scenario or
+// flag), "framework <name>", "platform" (its collective_library field), "default rule (GPU nodes)" or
+// "default rule (CPU nodes)". InputError naming the platform file and line for an unknown platform value.
+struct LibraryResolution {
+  std::string name;
+  std::string source;
+};
+LibraryResolution resolve_collective_library(const platforms::Platform& platform, const TrainingPoint& point);
+
+// The persistent device spread a point runs (its device_cv, or by device class) and its source in words.
+struct DeviceSpread {
+  double cv = 0;
+  std::string source;
+};
+DeviceSpread resolve_device_spread(const platforms::Platform& platform, const TrainingPoint& point);
 
 struct Breakdown {
   double compute_s = 0;                  // forward + backward + update of one worker

@@ -572,7 +572,8 @@ Platform load_platform(const std::string& name_or_file) {
   Platform p;
   p.file = path;
   Reader r(path, p.figure_sources);
-  yaml::check_keys(root, {"name", "description", "nodes", "node", "network", "storage"}, r.origin(), "platform");
+  yaml::check_keys(root, {"name", "description", "nodes", "collective_library", "node", "network", "storage"},
+                   r.origin(), "platform");
   p.name = r.text(root, "name", "platform", true);
   if (p.name.empty()) r.fail(root["name"], "platform", "field 'name' must not be empty");
   p.description = r.text(root, "description", "platform", true);
@@ -581,6 +582,18 @@ Platform load_platform(const std::string& name_or_file) {
     if (!root[section]) r.fail(root, "platform", fmt::format("missing required section '{}'", section));
   parse_node(r, root["node"], p);
   parse_network(r, root["network"], p);
+  if (const YAML::Node lib = root["collective_library"]) {  // a name or {value: NAME, source: "..."}
+    if (lib.IsMap()) {
+      yaml::check_keys(lib, {"value", "source"}, r.origin(), "platform.collective_library");
+      p.collective_library = yaml::required<std::string>(lib, "value", r.origin(), "platform.collective_library");
+      r.add_source("collective_library",
+                   yaml::required<std::string>(lib, "source", r.origin(), "platform.collective_library"));
+    } else {
+      p.collective_library = r.text(root, "collective_library", "platform", true);
+    }
+    if (p.collective_library.empty()) r.fail(lib, "platform", "field 'collective_library' must not be empty");
+    p.collective_library_at = r.origin().where(lib);
+  }
   if (root["storage"]) parse_storage(r, root["storage"], p);
   return p;
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "calibrate/profile.hpp"
@@ -42,11 +43,23 @@ std::string absolute_if_path(const std::string& v) {
 
 // One (key, text) per header field of a scenario, in display order.
 // `labels` caches platform_label: a sweep's points mostly share a few platform files.
-std::vector<std::pair<std::string, std::string>> field_texts(const Scenario& s,
-                                                             std::map<std::string, std::string>& labels) {
+// `loaded` caches the platforms the library and variability are resolved against (nullopt: did not load).
+std::vector<std::pair<std::string, std::string>> field_texts(
+    const Scenario& s, std::map<std::string, std::string>& labels,
+    std::map<std::string, std::optional<platforms::Platform>>& loaded) {
   const auto& p = s.point;
   auto label = labels.find(s.platform);
   if (label == labels.end()) label = labels.emplace(s.platform, platform_label(s.platform)).first;
+  auto platform = loaded.find(s.platform);
+  if (platform == loaded.end()) {
+    std::optional<platforms::Platform> pl;
+    try {
+      pl = platforms::load_platform(s.platform);
+    } catch (const std::exception&) {
+      // The prediction reports the error with its file, line and field.
+    }
+    platform = loaded.emplace(s.platform, std::move(pl)).first;
+  }
   std::vector<std::pair<std::string, std::string>> f{
       {"model", s.model},
       {"platform", label->second},
@@ -59,6 +72,25 @@ std::vector<std::pair<std::string, std::string>> field_texts(const Scenario& s,
     f.emplace_back("ps_placement", sim::to_string(p.ps_placement));
   }
   f.emplace_back("framework", p.framework.name);
+  if (platform->second) {
+    try {
+      const auto lib = sim::resolve_collective_library(*platform->second, p);
+      const std::string from = lib.source != "named"               ? lib.source
+                               : s.field_origin.count("collective_library") ? "scenario"
+                                                                             : "--collective-library";
+      f.emplace_back("collective_library", fmt::format("{} ({})", lib.name, from));
+      const auto spread = sim::resolve_device_spread(*platform->second, p);
+      std::string var = spread.cv > 0 ? fmt::format("device cv {:.2f}% ({})", spread.cv * 100, spread.source)
+                                      : std::string("device spread off");
+      if (p.variability.jitter_cv > 0) var += fmt::format(", jitter cv {:g}%", p.variability.jitter_cv * 100);
+      if (p.variability.straggler_probability > 0)
+        var += fmt::format(", stragglers {:g}% x{:g}", p.variability.straggler_probability * 100,
+                           p.variability.straggler_slowdown);
+      f.emplace_back("variability", var);
+    } catch (const std::exception&) {
+      // An unknown library in the platform file: the prediction reports it with the file and line.
+    }
+  }
   f.emplace_back("fusion_mb", fmt::format("{:g} MiB", p.fusion_bytes / BYTES_PER_MIB));
   if (p.cycle_s > 0) f.emplace_back("cycle_ms", human_seconds(p.cycle_s));
   f.emplace_back("precision", std::string(calibrate::to_string(s.precision)));
@@ -138,8 +170,9 @@ ConfigSummary summarize_config(const std::vector<Scenario>& scenarios, const std
   std::map<std::string, std::vector<std::string>> values;  // distinct values in first-seen order
   std::map<std::string, bool> set_somewhere;
   std::map<std::string, std::string> labels;
+  std::map<std::string, std::optional<platforms::Platform>> loaded;
   for (const auto& s : scenarios) {
-    for (const auto& [key, text] : field_texts(s, labels)) {
+    for (const auto& [key, text] : field_texts(s, labels, loaded)) {
       if (!values.count(key)) order.push_back(key);
       auto& v = values[key];
       if (std::find(v.begin(), v.end(), text) == v.end()) v.push_back(text);
@@ -154,6 +187,8 @@ ConfigSummary summarize_config(const std::vector<Scenario>& scenarios, const std
     // A framework sets the fusion size and cycle: those are then the framework's, not dtsim's defaults.
     bool set = set_somewhere[key];
     if ((key == "fusion_mb" || key == "cycle_ms") && set_somewhere["framework"]) set = true;
+    // These say where their value came from in the value itself.
+    if (key == "collective_library" || key == "variability") set = true;
     out.fields.push_back({key, text, !set});
   }
   std::set<std::tuple<std::string, std::string, int, int, int, int, int, std::string, int, std::string>> seen;
@@ -255,6 +290,7 @@ std::string scenario_to_yaml(const Scenario& s, const YAML::Node& sweep) {
   e << YAML::Key << "threads" << YAML::Value << s.threads << YAML::Comment("0 = a socket's cores / workers");
   e << YAML::Key << "strategy" << YAML::Value << sim::to_string(p.strategy);
   e << YAML::Key << "framework" << YAML::Value << p.framework.name;
+  if (!p.collective_library.empty()) e << YAML::Key << "collective_library" << YAML::Value << p.collective_library;
   if (s.ps_auto) {
     e << YAML::Key << "ps" << YAML::Value << "auto";
   } else if (!s.ps.empty()) {
@@ -279,6 +315,11 @@ std::string scenario_to_yaml(const Scenario& s, const YAML::Node& sweep) {
   e << YAML::Key << "comm_mode" << YAML::Value << sim::to_string(p.comm_mode);
   if (!p.trace_path.empty()) e << YAML::Key << "trace" << YAML::Value << p.trace_path;
   e << YAML::Key << "variability" << YAML::Value << YAML::BeginMap;
+  if (p.variability.device_cv == sim::DEVICE_CV_BY_CLASS) {
+    e << YAML::Key << "device_cv" << YAML::Value << "by-class";
+  } else {
+    e << YAML::Key << "device_cv" << YAML::Value << fmt::format("{}", p.variability.device_cv);
+  }
   e << YAML::Key << "jitter_cv" << YAML::Value << fmt::format("{}", p.variability.jitter_cv);
   e << YAML::Key << "straggler_probability" << YAML::Value << fmt::format("{}", p.variability.straggler_probability);
   e << YAML::Key << "straggler_slowdown" << YAML::Value << fmt::format("{}", p.variability.straggler_slowdown);

@@ -216,8 +216,19 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);  // an output: like --out, from the cwd
   if (const auto v = node["variability"]) {
     const char* vctx = "scenario variability";
-    yaml::check_keys(v, {"jitter_cv", "straggler_probability", "straggler_slowdown", "seed"}, origin, vctx);
+    yaml::check_keys(v, {"device_cv", "jitter_cv", "straggler_probability", "straggler_slowdown", "seed"}, origin, vctx);
     auto& var = p.variability;
+    if (const auto d = v["device_cv"]) {
+      if (d.IsScalar() && d.Scalar() == "by-class") {
+        var.device_cv = sim::DEVICE_CV_BY_CLASS;
+      } else {
+        var.device_cv = yaml::required<double>(v, "device_cv", origin, vctx);
+        if (!(std::isfinite(var.device_cv) && var.device_cv >= 0 && var.device_cv <= 1))
+          yaml::fail(d, origin, vctx,
+                     fmt::format("field 'device_cv' must be 'by-class' or a coefficient of variation in [0, 1], got {}",
+                                 d.Scalar()));
+      }
+    }
     var.jitter_cv = yaml::optional<double>(v, "jitter_cv", var.jitter_cv, origin, vctx);
     var.straggler_probability = yaml::optional<double>(v, "straggler_probability", var.straggler_probability, origin, vctx);
     var.straggler_slowdown = yaml::optional<double>(v, "straggler_slowdown", var.straggler_slowdown, origin, vctx);

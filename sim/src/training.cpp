@@ -32,6 +32,8 @@ constexpr double EPS_S = 1e-12;
 constexpr double TRACE_MIN_LINK_UTILISATION = 0.01;
 constexpr std::size_t TRACE_MAX_LINK_TRACKS = 32;
 constexpr double PERCENT = 100;
+// Seeds the persistent device factors apart from the per-iteration jitter (same `seed`, own stream).
+constexpr std::uint64_t DEVICE_STREAM = 0x9e3779b97f4a7c15ULL;
 
 struct Interval {
   double start_s, end_s;
@@ -234,9 +236,30 @@ class Replay final : public ReplayServices {
 
   int node_of_rank(int r) const { return r / layout_.workers_per_node; }
 
+  // The device a worker computes on: its GPU, or on CPU nodes the socket its process is pinned to.
+  int device_of_rank(int r) const {
+    if (platform_.has_gpus()) return r;
+    const int sockets = std::max(1, platform_.node.cpu_sockets);
+    const int local = r % layout_.workers_per_node;
+    return node_of_rank(r) * sockets + local * sockets / layout_.workers_per_node;
+  }
+
   void draw_compute_factors() {
     factors_.assign(static_cast<std::size_t>(iters_) * workers_, 1.0);
     const auto& v = point_.variability;
+    const double device_cv = resolve_device_spread(platform_, point_).cv;
+    if (device_cv > 0) {
+      // Persistent factors from their own stream, drawn in device order: a run on N devices uses the
+      // first N draws, so the slowest device of N never gets faster as N grows.
+      std::mt19937_64 rng(v.seed ^ DEVICE_STREAM);
+      std::normal_distribution<double> normal(0.0, 1.0);
+      const double sigma = std::sqrt(std::log1p(device_cv * device_cv));
+      std::vector<double> device(static_cast<std::size_t>(device_of_rank(workers_ - 1)) + 1);
+      for (auto& d : device) d = std::exp(sigma * normal(rng) - 0.5 * sigma * sigma);
+      for (int it = 0; it < iters_; ++it)
+        for (int r = 0; r < workers_; ++r)
+          factors_[static_cast<std::size_t>(it) * workers_ + r] = device[static_cast<std::size_t>(device_of_rank(r))];
+    }
     if (v.jitter_cv <= 0 && v.straggler_probability <= 0) return;
     std::mt19937_64 rng(v.seed);
     std::normal_distribution<double> normal(0.0, 1.0);
@@ -247,7 +270,7 @@ class Replay final : public ReplayServices {
       double x = 1.0;
       if (v.jitter_cv > 0) x *= std::exp(sigma * normal(rng) - 0.5 * sigma * sigma);
       if (v.straggler_probability > 0 && uniform(rng) < v.straggler_probability) x *= v.straggler_slowdown;
-      f = x;
+      f *= x;
     }
   }
 

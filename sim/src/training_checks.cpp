@@ -78,8 +78,11 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
   }
   if (!finite_non_negative(point.input_bytes_per_sample) || !finite_non_negative(point.output_bytes_per_sample))
     throw InputError("input/output bytes per sample must be >= 0");
-  check_collective_library(point.collective_library, "collective_library");
+  if (!point.collective_library.empty()) check_collective_library(point.collective_library, "collective_library");
+  (void)resolve_collective_library(platform, point);  // an unknown platform or framework value fails here
   const auto& v = point.variability;
+  if (v.device_cv != DEVICE_CV_BY_CLASS && (!finite_non_negative(v.device_cv) || v.device_cv > MAX_JITTER_CV))
+    throw InputError(fmt::format("variability.device_cv: expected 0..{}, got {}", MAX_JITTER_CV, v.device_cv));
   if (!finite_non_negative(v.jitter_cv) || v.jitter_cv > MAX_JITTER_CV)
     throw InputError(fmt::format("variability.jitter_cv: expected 0..{}, got {}", MAX_JITTER_CV, v.jitter_cv));
   if (!(v.straggler_probability >= 0 && v.straggler_probability <= 1))

@@ -1,6 +1,8 @@
-// Synchronisation variance in closed form: the expected maximum over n workers of the log-normal
-// compute factor (mean 1) that training.cpp draws per worker and iteration. Synchronous training pays
-// this maximum every iteration; the tests check the simulation against it.
+// Synchronisation variance: the device spread a point runs (by device class unless it names one) and,
+// in closed form, the expected maximum over n workers of the log-normal compute factor (mean 1) that
+// training.cpp draws. Synchronous training pays this maximum; the tests check the simulation against it.
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "sim/training.hpp"
@@ -10,6 +12,21 @@ namespace {
 constexpr double Z_RANGE = 12;      // standard deviations integrated on each side
 constexpr int INTERVALS = 4000;     // Simpson intervals over [-Z_RANGE, Z_RANGE] (even)
 }  // namespace
+
+TrainingPoint default_training_point() {
+  TrainingPoint p;
+  p.collective_library.clear();
+  p.variability.device_cv = DEVICE_CV_BY_CLASS;
+  return p;
+}
+
+DeviceSpread resolve_device_spread(const platforms::Platform& platform, const TrainingPoint& point) {
+  const double cv = point.variability.device_cv;
+  if (cv != DEVICE_CV_BY_CLASS) return {cv, cv > 0 ? "named" : "off"};
+  if (platform.has_gpus())
+    return {GPU_DEVICE_CV, "GPU default: Sinha et al. SC'22, 8% same-SKU spread"};
+  return {CPU_DEVICE_CV, "CPU default: Acun et al. ICS'16, up to 16% spread under Turbo Boost"};
+}
 
 double expected_max_lognormal_factor(int n, double cv) {
   if (n <= 1 || cv <= 0) return 1.0;

@@ -344,3 +344,19 @@ TEST_CASE("platforms::load_platform: NVLink pairs and NVSwitch nodes, and the fi
   CHECK(contains(error_of("nvsw_pairs", with_gpu_node(switch_node + "    pairs: [[0, 1, 1]]\n")), "only for kind 'nvlink'"));
   CHECK(contains(error_of("hcm_lpg", with_gpu_node(GPU_NODE + "    links_per_gpu: 6\n")), "only for kind 'nvswitch'"));
 }
+
+TEST_CASE("platforms::load_platform: collective_library names the site's library with its line", "[platforms]") {
+  const Platform plain = load_text("lib_plain", replace(BASE, "nodes: 8\n", "nodes: 8\ncollective_library: mvapich2-2.3\n"));
+  CHECK(plain.collective_library == "mvapich2-2.3");
+  CHECK(contains(plain.collective_library_at, ":4"));
+  const Platform sourced = load_text(
+      "lib_sourced",
+      replace(BASE, "nodes: 8\n", "nodes: 8\ncollective_library: {value: openmpi-4.0, source: \"site guide\"}\n"));
+  CHECK(sourced.collective_library == "openmpi-4.0");
+  CHECK(sourced.figure_sources.at("collective_library") == "site guide");
+  CHECK(load_text("lib_absent", BASE).collective_library.empty());  // the default rule decides (sim/)
+  CHECK(contains(error_of("lib_empty", replace(BASE, "nodes: 8\n", "nodes: 8\ncollective_library: \"\"\n")),
+                 "'collective_library' must not be empty"));
+  CHECK(contains(error_of("lib_key", replace(BASE, "nodes: 8\n", "nodes: 8\ncollective_library: {name: x}\n")),
+                 "collective_library"));
+}

@@ -236,3 +236,34 @@ TEST_CASE("scenarios::Config: scenario paths resolve against its folder, results
   CHECK(dup.err.find("both named 'our-lab'") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("scenarios::Config: the header says which collective library runs and where it came from",
+          "[scenarios][config]") {
+  // The platform names one (piz-daint: NCCL 2.7); the default rule on a CPU platform that names none.
+  auto r = run_cli({"predict", "--model", "lenet5", "--platform", "piz-daint", "--workers", "1,2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("collective library nccl-2.7 (platform)") != std::string::npos);
+  CHECK(r.out.find("variability device cv 1.48% (GPU default") != std::string::npos);
+  r = run_cli({"predict", "--model", "lenet5", "--platform", "ntua-vm", "--workers", "1,2"});
+  CHECK(r.out.find("collective library openmpi-4.0 (default rule (CPU nodes))") != std::string::npos);
+  CHECK(r.out.find("variability device cv 2.08% (CPU default") != std::string::npos);
+  // The framework beats the platform; the scenario beats the framework; the flag beats the scenario.
+  r = run_cli({"predict", "--model", "lenet5", "--platform", "ntua-vm", "--workers", "2", "--framework", "pytorch-ddp"});
+  CHECK(r.out.find("collective library gloo (framework pytorch-ddp)") != std::string::npos);
+  const auto dir = fresh_dir("library");
+  std::ofstream(dir / "s.yaml") << "name: s\nmodel: lenet5\nplatform: ntua-vm\nworkers: [2]\nframework: pytorch-ddp\n"
+                                   "collective_library: mvapich2-2.3\n";
+  r = run_cli({"predict", (dir / "s.yaml").string()});
+  CHECK(r.out.find("collective library mvapich2-2.3 (scenario)") != std::string::npos);
+  r = run_cli({"predict", (dir / "s.yaml").string(), "--collective-library", "none", "--no-variability"});
+  CHECK(r.out.find("collective library none (--collective-library)") != std::string::npos);
+  CHECK(r.out.find("variability device spread off") != std::string::npos);
+  // A bad device_cv is a one-line error naming the file, line and field (exit 2).
+  std::ofstream(dir / "bad.yaml") << "name: b\nmodel: lenet5\nplatform: ntua-vm\nvariability: {device_cv: -0.5}\n";
+  r = run_cli({"predict", (dir / "bad.yaml").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("bad.yaml:4") != std::string::npos);
+  CHECK(r.err.find("device_cv") != std::string::npos);
+  fs::remove_all(dir);
+}

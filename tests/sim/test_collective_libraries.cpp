@@ -125,3 +125,76 @@ TEST_CASE("sim::Collective: recursive doubling crosses nodes only at distances >
   CHECK(split.inter_node_B == Approx(8 * 1e6));
   CHECK(split.intra_node_B == Approx(16 * 1e6));
 }
+
+namespace {
+platforms::Platform platform_with(bool gpus, const std::string& library) {
+  platforms::Platform p;
+  p.name = "test";
+  p.file = "test.yaml";
+  p.node.gpus = gpus ? 4 : 0;
+  p.node.gpu = gpus ? "v100-sxm2-32gb" : "";
+  p.collective_library = library;
+  p.collective_library_at = library.empty() ? "" : "test.yaml:4";
+  return p;
+}
+TrainingPoint with_framework(const std::string& framework, const std::string& named = "") {
+  TrainingPoint p = default_training_point();
+  if (!framework.empty()) apply_framework(p, framework_by_name(framework));
+  p.collective_library = named;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("sim::CollectiveLibrary: the default rule picks NCCL on GPU nodes and Open MPI on CPU nodes",
+          "[sim][coll][library]") {
+  const auto gpu = resolve_collective_library(platform_with(true, ""), with_framework(""));
+  CHECK(gpu.name == "nccl-2.7");
+  CHECK(gpu.source == "default rule (GPU nodes)");
+  const auto cpu = resolve_collective_library(platform_with(false, ""), with_framework(""));
+  CHECK(cpu.name == "openmpi-4.0");
+  CHECK(cpu.source == "default rule (CPU nodes)");
+  CHECK(std::string(DEFAULT_GPU_LIBRARY) == "nccl-2.7");
+  // A TrainingPoint built in code names `none`: the library API keeps every closed-form test ideal.
+  CHECK(resolve_collective_library(platform_with(true, "mvapich2-2.3"), TrainingPoint{}).name == "none");
+}
+
+TEST_CASE("sim::CollectiveLibrary: precedence named > framework > platform > default rule", "[sim][coll][library]") {
+  // The platform's library beats the default rule.
+  auto r = resolve_collective_library(platform_with(false, "mvapich2-2.3"), with_framework(""));
+  CHECK(r.name == "mvapich2-2.3");
+  CHECK(r.source == "platform");
+  // Horovod on GPUs runs NCCL whatever the platform names; on CPUs it runs the platform's MPI.
+  r = resolve_collective_library(platform_with(true, "mvapich2-2.3"), with_framework("horovod"));
+  CHECK(r.name == "nccl-2.7");
+  CHECK(r.source == "framework horovod");
+  r = resolve_collective_library(platform_with(false, "mvapich2-2.3"), with_framework("horovod"));
+  CHECK(r.name == "mvapich2-2.3");
+  // PyTorch DDP on CPUs runs gloo, beating the platform; the framework `none` implies nothing.
+  r = resolve_collective_library(platform_with(false, "mvapich2-2.3"), with_framework("pytorch-ddp"));
+  CHECK(r.name == "gloo");
+  CHECK(resolve_collective_library(platform_with(false, "mvapich2-2.3"), with_framework("none")).source == "platform");
+  // A named library (scenario or flag) beats everything.
+  r = resolve_collective_library(platform_with(true, "mvapich2-2.3"), with_framework("pytorch-ddp", "none"));
+  CHECK(r.name == "none");
+  CHECK(r.source == "named");
+}
+
+TEST_CASE("sim::CollectiveLibrary: an unknown platform library is a one-line error naming file and line",
+          "[sim][coll][library]") {
+  CHECK_THROWS_AS(resolve_collective_library(platform_with(true, "nccl-9"), with_framework("")), InputError);
+  CHECK_THROWS_WITH(resolve_collective_library(platform_with(true, "nccl-9"), with_framework("")),
+                    Catch::Contains("test.yaml:4") && Catch::Contains("collective_library") &&
+                        Catch::Contains("nccl-2.7"));
+}
+
+TEST_CASE("sim::CollectiveLibrary: every shipped platform names a known library or none", "[sim][coll][library]") {
+  for (const auto& name : platforms::platform_names()) {
+    INFO(name);
+    const auto p = platforms::load_platform(name);
+    const auto r = resolve_collective_library(p, default_training_point());
+    CHECK(r.source == (p.collective_library.empty() ? (p.has_gpus() ? "default rule (GPU nodes)" : "default rule (CPU nodes)")
+                                                    : "platform"));
+    // GPU platforms run NCCL unless the site's MPI is named.
+    if (p.has_gpus() && p.collective_library.empty()) CHECK(r.name == "nccl-2.7");
+  }
+}

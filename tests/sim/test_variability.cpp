@@ -76,3 +76,61 @@ TEST_CASE("sim::Variability: synchronous training pays the expected maximum over
   p.variability = sim::Variability{};
   CHECK(sim::simulate_training(instant_network(8), prof, p).iteration_time_s == Approx(step_s).epsilon(1e-6));
 }
+
+TEST_CASE("sim::Variability: the device-class defaults are the published spreads in standard deviations",
+          "[sim][variability]") {
+  // Box-plot whiskers of a normal spread: Q3 + 1.5 IQR = 0.6745 + 1.5 x 1.349 = 2.698 sigma on each side.
+  const double q3 = 0.6744897501960817;
+  CHECK(sim::WHISKER_RANGE_SIGMAS == Approx(2 * (q3 + 1.5 * 2 * q3)).epsilon(1e-3));
+  // The expected range of 10,000 normal draws: twice the expected maximum, from the integral (small cv).
+  const double small_cv = 1e-5;
+  const double max_10k = (sim::expected_max_lognormal_factor(10000, small_cv) - 1) / small_cv;
+  CHECK(max_10k == Approx(3.85).epsilon(0.01));
+  CHECK(sim::RANGE_10K_SIGMAS == Approx(2 * max_10k).epsilon(0.01));
+  CHECK(sim::GPU_DEVICE_CV == Approx(0.08 / 5.396));
+  CHECK(sim::CPU_DEVICE_CV == Approx(0.16 / 7.7));
+  // What a user gets by device class, and what --no-variability and a named value give.
+  auto gpu = instant_network(2);
+  gpu.node.gpus = 1;
+  gpu.node.gpu = "p100-pcie";
+  const auto user = sim::default_training_point();
+  CHECK(sim::resolve_device_spread(gpu, user).cv == sim::GPU_DEVICE_CV);
+  CHECK(sim::resolve_device_spread(instant_network(2), user).cv == sim::CPU_DEVICE_CV);
+  sim::TrainingPoint off = user;
+  off.variability = sim::Variability::none();
+  CHECK(sim::resolve_device_spread(gpu, off).cv == 0);
+  CHECK(sim::resolve_device_spread(gpu, sim::TrainingPoint{}).cv == 0);  // the library API: off
+  off.variability.device_cv = 0.05;
+  CHECK(sim::resolve_device_spread(gpu, off).cv == 0.05);
+}
+
+TEST_CASE("sim::Variability: a persistent device spread makes every iteration wait for the slowest device",
+          "[sim][variability]") {
+  const auto prof = no_update_profile(4);
+  const double step_s = 4 * (LAYER_FWD_S + LAYER_BWD_S);
+  constexpr double CV = 0.2;
+  constexpr int WORKERS = 8, SEEDS = 120;
+  sim::TrainingPoint p;
+  p.strategy = sim::strategy_by_name("allreduce-ring");
+  p.workers = WORKERS;
+  p.overlap = false;
+  p.iterations = 3;
+  p.variability.device_cv = CV;
+  // Over many device draws the slowest of 8 averages to its expectation (~1% standard error).
+  double sum = 0;
+  for (int seed = 1; seed <= SEEDS; ++seed) {
+    p.variability.seed = static_cast<std::uint64_t>(seed);
+    sum += sim::simulate_training(instant_network(WORKERS), prof, p).iteration_time_s / step_s;
+  }
+  CHECK(sum / SEEDS == Approx(sim::expected_max_lognormal_factor(WORKERS, CV)).epsilon(0.03));
+  // One draw: devices come in order, so adding workers never makes the slowest device faster.
+  p.variability.seed = 7;
+  double previous = 0;
+  for (int n : {1, 2, 4, 8, 16}) {
+    p.workers = n;
+    const double t = sim::simulate_training(instant_network(16), prof, p).iteration_time_s;
+    INFO(n << " workers");
+    CHECK(t >= previous);
+    previous = t;
+  }
+}

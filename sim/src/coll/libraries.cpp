@@ -48,6 +48,21 @@ void check_collective_library(const std::string& name, const std::string& what) 
   (void)collective_library_by_name(name, what);
 }
 
+LibraryResolution resolve_collective_library(const platforms::Platform& platform, const TrainingPoint& point) {
+  // Precedence: the point (flag > scenario, merged by the caller) > framework > platform > default rule.
+  if (!point.collective_library.empty()) return {point.collective_library, "named"};
+  const bool gpus = platform.has_gpus();
+  const std::string& framework_library = gpus ? point.framework.gpu_library : point.framework.cpu_library;
+  if (!framework_library.empty()) return {framework_library, "framework " + point.framework.name};
+  if (!platform.collective_library.empty()) {
+    check_collective_library(platform.collective_library,
+                             fmt::format("{}: platform field 'collective_library'", platform.collective_library_at));
+    return {platform.collective_library, "platform"};
+  }
+  return gpus ? LibraryResolution{DEFAULT_GPU_LIBRARY, "default rule (GPU nodes)"}
+              : LibraryResolution{DEFAULT_CPU_LIBRARY, "default rule (CPU nodes)"};
+}
+
 LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes) {
   using platforms::IntraNodeKind;
   const auto& intra = platform.node.intra;

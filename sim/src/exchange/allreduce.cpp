@@ -26,7 +26,8 @@ class AllreduceExchange final : public Exchange {
  public:
   AllreduceExchange(ReplayServices& replay, const Strategy& strategy)
       : Exchange(replay),
-        library_(collective_library_by_name(replay.point().collective_library, "--collective-library")),
+        library_(collective_library_by_name(resolve_collective_library(replay.platform(), replay.point()).name,
+                                            "--collective-library")),
         forced_(strategy.collective == "auto" ? "" : strategy.collective),
         ranks_(static_cast<std::size_t>(replay.workers())) {
     if (!forced_.empty()) (void)collective_by_name("allreduce", forced_, "--strategy");

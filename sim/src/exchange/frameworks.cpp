@@ -13,22 +13,25 @@ constexpr double MIB = 1024.0 * 1024.0;
 const std::vector<FrameworkProfile>& framework_profiles() {
   static const std::vector<FrameworkProfile> table{
       {"none", "no framework runtime: buckets of --fusion-mb exchanged as soon as ready, nothing added",
-       64 * MIB, 0, {"none", false, false, "onednn"}},
+       64 * MIB, 0, {"none", false, false, "onednn", "", ""}},
       // Horovod < 0.21: HOROVOD_FUSION_THRESHOLD 64 MB, HOROVOD_CYCLE_TIME 5 ms (docs/tensor-fusion.rst);
       // each cycle rank 0 negotiates which tensors every rank has ready; fused tensors are copied into
       // the fusion buffer and back out (steps 3 and 5 of the tensor-fusion algorithm).
       {"horovod-0.16", "Horovod before 0.21: 64 MiB fusion buffer, 5 ms cycle, negotiation, fusion copies",
-       64 * MIB, 5e-3, {"horovod-0.16", true, true, "onednn"}},
+       64 * MIB, 5e-3, {"horovod-0.16", true, true, "onednn", "nccl-2.7", ""}},
+      // Libraries: Horovod reduces GPU tensors with NCCL (HOROVOD_GPU_OPERATIONS=NCCL, docs/gpus.rst) and
+      // CPU tensors with the MPI it was built against (the platform's). PyTorch's distributed docs: "Use the
+      // NCCL backend for distributed GPU training. Use the Gloo backend for distributed CPU training."
       // Horovod >= 0.21 changed the defaults to 1 ms and 128 MB (release notes of v0.21.0, PR #2468).
       {"horovod", "Horovod 0.21 and later: 128 MiB fusion buffer, 1 ms cycle, negotiation, fusion copies",
-       128 * MIB, 1e-3, {"horovod", true, true, "onednn"}},
+       128 * MIB, 1e-3, {"horovod", true, true, "onednn", "nccl-2.7", ""}},
       // PyTorch DistributedDataParallel: bucket_cap_mb 25 (torch.nn.parallel.DistributedDataParallel
       // documentation); gradients are copied into the bucket buffers unless gradient_as_bucket_view,
       // which is off by default; allreduce launched when a bucket is ready, no negotiation. Compute is
       // PyTorch's eager ops: libtorch calibration entries where the database has them.
       {"pytorch-ddp",
        "PyTorch DistributedDataParallel: 25 MiB buckets, copies into buckets, no negotiation, libtorch-calibrated compute",
-       25 * MIB, 0, {"pytorch-ddp", false, true, "libtorch"}},
+       25 * MIB, 0, {"pytorch-ddp", false, true, "libtorch", "nccl-2.7", "gloo"}},
   };
   return table;
 }
