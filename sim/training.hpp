@@ -18,7 +18,9 @@ namespace dtsim::sim {
 // from the exchange and collective tables.
 struct Strategy {
   std::string exchange = "allreduce";
-  std::string collective = "ring";  // empty for families without a collective
+  // Default "auto": the collective library picks per call, as a real NCCL or MPI job does unless told
+  // otherwise (with library `none`, auto is the ring).
+  std::string collective = "auto";  // empty for families without a collective
   std::string name() const { return collective.empty() ? exchange : exchange + "-" + collective; }
   bool operator==(const Strategy&) const = default;
 };

@@ -62,7 +62,7 @@ TEST_CASE("scenarios::Config: predict's table opens with every assumed value and
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   for (const char* needle : {"model lenet5", "platform ntua-vm", "workers 1,2", "batch 32 per worker (default)",
-                             "strategy allreduce-ring (default)", "framework none (default)",
+                             "strategy allreduce-auto (default)", "framework none (default)",
                              "fusion 64 MiB (default)", "precision fp32 (default)", "comm mode auto (default)",
                              "calibration: "})
     CHECK(r.out.find(needle) != std::string::npos);

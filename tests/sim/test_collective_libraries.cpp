@@ -59,7 +59,15 @@ TEST_CASE("sim::CollectiveLibrary: NCCL picks LL for small, tree at scale, ring 
   CHECK(large.algorithm == "ring");
   CHECK(large.protocol == "Simple");
   CHECK(large.bandwidth_efficiency == 1.0);
-  CHECK(large.call_latency_s == Approx(8.4e-6));
+  // Charged once per call: NCCL's latency term of the choice, (8.4 + 30 x 9.6) x 1.9 us, less the
+  // platform hop latencies the flows pay (none in this call).
+  CHECK(large.call_latency_s == Approx((8.4 + 30 * 9.6) * 1.9 * US));
+  auto with_hops = call(256e6, 16, 16, bw);
+  with_hops.inter_latency_s = 2e-6;
+  CHECK(choose("nccl-2.7", with_hops).call_latency_s == Approx(((8.4 + 30 * 9.6) * 1.9 - 30 * 2) * US));
+  // Never below the protocol's base latency, however slow the platform's hops.
+  with_hops.inter_latency_s = 1.0;
+  CHECK(choose("nccl-2.7", with_hops).call_latency_s == Approx(8.4 * US));
   // 64 nodes, 1 MiB: tree Simple (973 us) beats ring LL (1004 us) and ring Simple (2480 us) in the model.
   const auto mid = choose("nccl-2.7", call(1048576, 64, 64, bw));
   CHECK(mid.algorithm == "tree");

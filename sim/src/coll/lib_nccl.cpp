@@ -3,10 +3,11 @@
 // and protocol (LL, LL128, Simple) NCCL predicts latency + bytes / algorithm bandwidth from its own
 // constants and runs the fastest. dtsim evaluates the same model to choose, then simulates the choice:
 // the algorithm's flows on the platform, the protocol's bandwidth fraction (LL's 8-byte lines carry 4
-// bytes of data and a flag; LL128 keeps 120 of 128 bytes) and its base latency once per call. The
-// per-hop latencies NCCL adds in its model are used for the choice only: the simulated flows pay the
-// platform's own hop latencies. Channels are not separate flows: one flow per ring edge already takes
-// the bandwidth NCCL spreads over its channels.
+// bytes of data and a flag; LL128 keeps 120 of 128 bytes) and the latency NCCL's model gives the choice
+// once per call, less the hop latencies the simulated flows already pay on the platform (so that a
+// protocol chosen for its low latency is charged the same latencies it was chosen on). Channels are not
+// separate flows: one flow per ring edge already takes the bandwidth NCCL spreads over its channels.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -63,11 +64,14 @@ double protocol_fraction(const LibraryCall& c, int a, int p) {
   return p == LL ? TREE_LL_BW : p == LL128 ? (c.nodes == 1 ? TREE_LL128_BW_ONE_NODE : TREE_LL128_BW) : 1.0;
 }
 
-}  // namespace
 
-// NCCL's predicted time of one allreduce with algorithm a and protocol p; +inf when disabled.
-double nccl_model_time_s(const LibraryCall& c, int a, int p) {
-  if (p == LL128 && !c.ll128_capable) return std::numeric_limits<double>::infinity();
+struct ModelTerms {
+  double latency_s = 0;    // NCCL's latency term: base plus per-step hardware latencies
+  double platform_s = 0;   // the same steps at the platform's own hop latencies (what the flows pay)
+  double algbw_Bps = 0;
+};
+
+ModelTerms nccl_model_terms(const LibraryCall& c, int a, int p) {
   const int n = c.ranks;
   const int nsteps = 2 * (n - 1);
   const int inter_steps = 2 * (c.nodes - 1);
@@ -83,15 +87,23 @@ double nccl_model_time_s(const LibraryCall& c, int a, int p) {
   const double inter_lat = HW_LAT_US[NET][a][p];
   if (c.nodes > 1 && p == LL) intra_lat *= LL_MULTINODE_INTRA_LAT;
   double lat = BASE_LAT_US[a][p];
-  if (a == RING)
-    lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
-  else
-    lat += 2 * ((c.ranks / c.nodes - 1) * intra_lat + log2i(c.nodes) * inter_lat);
+  const int intra_steps = a == RING ? nsteps - inter_steps : 2 * (c.ranks / c.nodes - 1);
+  const int net_steps = a == RING ? inter_steps : 2 * log2i(c.nodes);
+  lat += intra_steps * intra_lat + net_steps * inter_lat;
   const int log_size = log2i(c.bytes / 64);
   if (a == TREE && log_size < 22) algbw *= TREE_CORRECTION[p][log_size];
   if (a == RING && p == SIMPLE && c.nodes > 1 && c.bytes >= n / 16.0 * RING_PLATEAU_B_PER_16_RANKS) lat *= RING_PLATEAU_LAT;
-  if (!(algbw > 0)) return std::numeric_limits<double>::infinity();
-  return lat * US + c.bytes / (algbw * GBps);
+  return {lat * US, intra_steps * c.intra_latency_s + net_steps * c.inter_latency_s, algbw * GBps};
+}
+
+}  // namespace
+
+// NCCL's predicted time of one allreduce with algorithm a and protocol p; +inf when disabled.
+double nccl_model_time_s(const LibraryCall& c, int a, int p) {
+  if (p == LL128 && !c.ll128_capable) return std::numeric_limits<double>::infinity();
+  const ModelTerms t = nccl_model_terms(c, a, p);
+  if (!(t.algbw_Bps > 0)) return std::numeric_limits<double>::infinity();
+  return t.latency_s + c.bytes / t.algbw_Bps;
 }
 
 namespace {
@@ -112,8 +124,10 @@ LibraryChoice nccl_choose(const LibraryCall& c, const std::string& forced) {
         best_p = p;
       }
     }
+  const ModelTerms t = nccl_model_terms(c, best_a, best_p);
+  const double base_s = BASE_LAT_US[best_a][best_p] * US;
   return {ALGO_NAMES[static_cast<std::size_t>(best_a)], PROTO_NAMES[static_cast<std::size_t>(best_p)],
-          protocol_fraction(c, best_a, best_p), BASE_LAT_US[best_a][best_p] * US};
+          protocol_fraction(c, best_a, best_p), std::max(base_s, t.latency_s - t.platform_s)};
 }
 
 }  // namespace

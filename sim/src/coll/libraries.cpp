@@ -79,6 +79,8 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
   c.intra_bandwidth_Bps = intra.link_bandwidth_Bps * bricks;
   c.inter_bandwidth_Bps =
       platform.network.link_bandwidth_Bps * platform.network.protocol_efficiency * std::max(1, platform.node.nics);
+  c.intra_latency_s = intra.latency_s;
+  c.inter_latency_s = platform.network.latency_s * std::max(1, platform.network.hops_between_nodes());
   // NCCL 2.7 tuning.cc: LL128 on by default only on Volta/Ampere with NVLink inside the node and, across
   // nodes, a NIC the GPU reaches directly (GPUDirect RDMA: dtsim's `rdma` transport on a GPU platform).
   const std::string& gpu = platform.node.gpu;

@@ -23,6 +23,8 @@ struct LibraryCall {
   int nodes = 1;
   double intra_bandwidth_Bps = 0;  // one rank's path to its intra-node peers (NVLink bricks, PCIe, memory)
   double inter_bandwidth_Bps = 0;  // one node's payload bandwidth to the network (all NICs)
+  double intra_latency_s = 0;      // one intra-node step's latency on the platform (what a simulated flow pays)
+  double inter_latency_s = 0;      // one inter-node step's latency on the platform (its longest node-to-node path)
   bool intra_nvlink = false;       // GPUs joined by NVLink (NCCL's NVLINK hardware class)
   bool ll128_capable = false;      // NCCL enables LL128 by default (Volta/Ampere, NVLink, GPUDirect NIC)
   int ranks_per_node() const { return nodes > 0 ? (ranks + nodes - 1) / nodes : ranks; }
