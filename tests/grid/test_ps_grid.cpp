@@ -54,14 +54,16 @@ int grid_jobs() {
 
 TEST_CASE("grid::PsGrid: every strategy, platform, worker and server count exits 0 or 2 with one line",
           "[.][grid]") {
+  // Cheapest first (worker count outermost), so that a stopped run has covered the most points.
   std::vector<GridPoint> points;
-  for (const auto& strategy : dtsim::sim::strategy_names())
-    for (const char* platform : {"piz-daint", "taiwania2-ib", "stampede2-skx"})
-      for (int workers : {1, 7, 64, 512, 1024})
+  for (int workers : {1, 7, 64, 512, 1024})
+    for (const auto& strategy : dtsim::sim::strategy_names())
+      for (const char* platform : {"piz-daint", "taiwania2-ib", "stampede2-skx"})
         for (int servers : {1, 16, 64}) points.push_back({strategy, platform, workers, servers});
   std::vector<dtsim::test::CliResult> results(points.size());
   std::vector<double> wall_s(points.size(), 0);
   std::vector<std::string> lost(points.size());
+  std::size_t finished = 0;
   const auto start = std::chrono::steady_clock::now();
   dtsim::run_process_pool(
       points.size(), grid_jobs(),
@@ -75,13 +77,20 @@ TEST_CASE("grid::PsGrid: every strategy, platform, worker and server count exits
         return nlohmann::json{{"exit", r.exit_code}, {"out", r.out}, {"err", r.err}, {"wall_s", s}}.dump();
       },
       [&](std::size_t i, bool ok, const std::string& text) {
+        ++finished;
         if (!ok) {
           lost[i] = text;
-          return;
+        } else {
+          const auto j = nlohmann::json::parse(text);
+          results[i] = {j["exit"].get<int>(), j["out"].get<std::string>(), j["err"].get<std::string>()};
+          wall_s[i] = j["wall_s"].get<double>();
         }
-        const auto j = nlohmann::json::parse(text);
-        results[i] = {j["exit"].get<int>(), j["out"].get<std::string>(), j["err"].get<std::string>()};
-        wall_s[i] = j["wall_s"].get<double>();
+        // One line per point as it ends, so that a long or stopped run shows where the time went.
+        const std::string& err = results[i].err;
+        std::cout << fmt::format("grid: {}/{} {:6.1f} s exit {} {}{}\n", finished, points.size(), wall_s[i],
+                                 ok ? std::to_string(results[i].exit_code) : "?", points[i].text(),
+                                 ok && results[i].exit_code != 0 ? ": " + err.substr(0, err.find('\n')) : "")
+                  << std::flush;
       },
       [] { return false; });
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
