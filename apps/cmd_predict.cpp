@@ -28,9 +28,9 @@ constexpr std::size_t PARAGRAPH_COLUMNS = 100;
 struct PredictArgs {
   std::string scenario, model, platform, workers, strategy, framework, collective_library, ps, ps_placement, ps_balance,
       ps_transport, data, format = "table", out, trace, precision, dump_config;
-  int batch = 0, workers_per_node = 0, threads = 0, iterations = 0, trace_iterations = 1;
+  int batch = 0, workers_per_node = 0, threads = 0, iterations = 0, trace_iterations = 1, jobs = 1;
   double fusion_mb = 0, cycle_ms = 0, anchor = 0;
-  bool explain = false, no_overlap = false, no_interference = false, allow_oversubscribe = false, no_variability = false;
+  bool explain = false, quiet = false, no_overlap = false, no_interference = false, allow_oversubscribe = false, no_variability = false;
   CLI::App* cmd = nullptr;
   bool given(const char* flag) const { return cmd->count(flag) > 0; }
 };
@@ -181,7 +181,10 @@ void run(const PredictArgs& a) {
     else write_text_file(a.dump_config, yaml, "--dump-config");
     return;
   }
-  const auto rows = scenarios::predict_scenario(s);
+  scenarios::PredictOptions options;
+  options.jobs = a.jobs;
+  options.progress = !a.quiet;
+  const auto rows = scenarios::predict_scenario(s, options);
   const auto config = scenarios::summarize_config({s}, given_fields(a));
   // The table's header carries the warning; machine formats and --out files get it on stderr instead.
   const bool header_on_terminal = parse_text_format(a.format) == TextFormat::TABLE && a.out.empty();
@@ -265,6 +268,10 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
                   "utilisation counters)");
   cmd->add_option("--trace-iterations", a->trace_iterations,
                   "Iterations in the trace, the last N (default 1; raises --iterations to N+1 unless given)");
+  cmd->add_option("-j,--jobs", a->jobs, "Points simulated at once (child processes): the entries, or --ps auto's "
+                                       "server counts")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--quiet", a->quiet, "No progress line on stderr (--ps auto)");
   cmd->add_flag("--explain", a->explain,
                 "Explain each point under the table: shares of the iteration, busiest resource, advice");
   cmd->add_option("--dump-config", a->dump_config,

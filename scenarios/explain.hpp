@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/training.hpp"
 
@@ -16,6 +17,7 @@ struct ExplainContext {
   bool dedicated_servers = false;  // PS shards on their own nodes
   bool single_node = false;        // data-parallel-single-node (no network exchange)
   double fusion_bytes = 0;         // fusion-buffer size (allreduce)
+  int most_servers_tried = 0;      // `ps: auto`: the largest count its search tried (0: not searched)
   // The 1-worker point the efficiency is measured against (reasons for an efficiency above 1).
   std::optional<sim::PointResult> baseline;
 };
@@ -49,8 +51,16 @@ std::string resource_sentence(const Diagnosis& d);
 std::string advice_sentence(const sim::PointResult& r, const Diagnosis& d, const ExplainContext& context);
 // Why the efficiency is above 1, from the measured baseline (empty when it is not above 1).
 std::string efficiency_note(const sim::PointResult& r, const ExplainContext& context);
-// The paragraph: shares, busiest resource, advice and any efficiency note, in that order.
-std::string explain_point(const sim::PointResult& r, const ExplainContext& context);
+// Why a server-count search (`ps: auto`) found several counts alike: `tied` are the searched points
+// whose throughput is within `tolerance` of the best, fewest servers first (the one reported). Names
+// the resource that limits them all alike ("the workers' own NIC (sending) limits 11, 16 and 32
+// servers alike ..."), or says that their limits differ. Empty for fewer than two points.
+std::string ps_tie_sentence(const std::vector<sim::PointResult>& tied, const ExplainContext& context,
+                            double tolerance);
+// The paragraph: shares, busiest resource, `search_note` (why a server count was chosen), advice and
+// any efficiency note, in that order.
+std::string explain_point(const sim::PointResult& r, const ExplainContext& context,
+                          const std::string& search_note = "");
 
 // The efficiency sentence of an explanation written by explain_point, or empty.
 std::string efficiency_note_in(const std::string& explanation);

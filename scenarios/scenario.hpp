@@ -54,9 +54,21 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
 // Loads a scenario file with parse_scenario_node.
 Scenario load_scenario(const std::string& path);
 
+// `ps: auto`: server counts whose throughputs are within this share of the best tie, and the fewest
+// of them is chosen: 0.1%, the simulation's timing resolution (as explain.cpp's efficiency note).
+inline constexpr double PS_TIE_TOLERANCE = 1e-3;
+
+// How a prediction runs, not what it predicts: simulations at once (child processes, as a sweep's
+// points) and whether `ps: auto`'s search shows a sweep-style progress line on stderr.
+struct PredictOptions {
+  int jobs = 1;
+  bool progress = false;
+};
+
 // Predicts every workers entry of the scenario (searching the PS count when ps_auto), with
-// efficiency relative to the 1-worker prediction. Throws InputError for impossible set-ups.
-std::vector<sim::PointResult> predict_scenario(const Scenario& scenario);
+// efficiency relative to the 1-worker prediction; the points run `options.jobs` at a time and each
+// (workers, servers) point is simulated once. Throws InputError for impossible set-ups.
+std::vector<sim::PointResult> predict_scenario(const Scenario& scenario, const PredictOptions& options = {});
 
 // Where the scenario's compute times come from: the calibration backend used (the framework's, or
 // oneDNN when the database has none of it) and the share of forward+backward time from measured entries.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (clang, ASan+UBSan, libFuzzer) and runs dtsim's loader fuzz targets: docs/fuzzing.md.
-#   scripts/fuzz.sh [--runs N] [--time S] [--seed N] [--fresh] [--build-dir DIR] [--work-dir DIR]
+#   scripts/fuzz.sh [--runs N] [--time S] [--seed N] [--timeout S] [--fresh] [--build-dir DIR] [--work-dir DIR]
 #                    [--no-build|--build-only] [TARGET...]
 # TARGET is one of: model_yaml platform_yaml device_catalog scenario_yaml calibration_db (default: all).
 # Each target starts from its seed corpus (the shipped files + fuzz/seeds/) and keeps what it learns in
@@ -17,6 +17,7 @@ all_targets=(model_yaml platform_yaml device_catalog scenario_yaml calibration_d
 runs=10000
 max_time=0        # seconds per target; 0 = no limit but --runs
 seed=0            # 0 = libFuzzer picks one
+timeout=10        # wall-clock seconds one input may take before it counts as a hang
 fresh=0
 build_dir=build-fuzz
 work_dir=""
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --runs) runs="$2"; shift 2 ;;
     --time) max_time="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
+    --timeout) timeout="$2"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
     --work-dir) work_dir="$2"; shift 2 ;;
@@ -97,7 +99,7 @@ for t in "${targets[@]}"; do
   while read -r f; do cp "$f" "$seeds/$(echo "$f" | tr '/' '_')"; done < <(seed_files "$t")
   log="$work/last-run.log"
   args=(-runs="$runs" -max_total_time="$max_time" -seed="$seed" -max_len="$(max_len "$t")" -dict="$(dict "$t")"
-        -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -close_fd_mask=3 -print_final_stats=1
+        -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=1024 -close_fd_mask=3 -print_final_stats=1
         -artifact_prefix="$artifacts")
   echo "fuzz.sh: $t: $bin ${args[*]} $corpus $seeds"
   set +e

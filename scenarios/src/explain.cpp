@@ -133,6 +133,12 @@ std::string advice_sentence(const sim::PointResult& r, const Diagnosis& d, const
       return fmt::format("The servers' update limits: more servers ({} now) split each shard's share of the update.",
                          r.ps_servers);
     case Limit::PS_SERVER_NIC:
+      if (c.most_servers_tried > r.ps_servers)
+        return fmt::format("The parameter servers' NICs limit at the count the search chose ({} for {} workers): "
+                           "the larger counts it tried did not spread the pulls and pushes further; {}allreduce "
+                           "removes the servers altogether.",
+                           r.ps_servers, r.workers,
+                           c.dedicated_servers ? "" : "dedicated servers keep the workers' own traffic off those NICs, ");
       if (r.ps_servers < r.workers && (c.dedicated_servers || r.ps_servers < r.nodes))
         return fmt::format("The parameter servers' NICs limit: more servers ({} now for {} workers) spread the "
                            "pulls and pushes over more NICs.",
@@ -183,12 +189,98 @@ std::string efficiency_note(const sim::PointResult& r, const ExplainContext& c) 
                      r.breakdown.compute_s * 1e3);
 }
 
-std::string explain_point(const sim::PointResult& r, const ExplainContext& c) {
+namespace {
+// "11", "11 and 16", "11, 16 and 32".
+template <class T, class Fn>
+std::string and_list(const std::vector<T>& items, Fn&& text) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + text(items[i]);
+  return out;
+}
+
+// What a resource is to a search, the same whichever node it sits on: its kind, whether it carries a
+// PS shard's traffic, and its direction ("nic|worker|sending").
+std::string resource_role(const sim::ResourceUse& u) {
+  const std::string dir = u.name.find("(sending)") != std::string::npos     ? "sending"
+                          : u.name.find("(receiving)") != std::string::npos ? "receiving"
+                                                                            : "";
+  const bool named_by_node = u.kind == "nic" || u.kind == "switch-port";
+  return u.kind + "|" + (named_by_node ? (u.server >= 0 ? "server" : "worker") : u.name) + "|" + dir;
+}
+
+// The role in words: "the workers' own NIC (sending)".
+std::string role_words(const sim::ResourceUse& u) {
+  const std::string dir = u.name.find("(sending)") != std::string::npos     ? " (sending)"
+                          : u.name.find("(receiving)") != std::string::npos ? " (receiving)"
+                                                                            : "";
+  const char* part = u.kind == "nic" ? "NIC" : "switch port";
+  if (u.kind == "nic" || u.kind == "switch-port")
+    return u.server >= 0 ? fmt::format("the {} of the nodes that host a PS shard{}", part, dir)
+                         : fmt::format("the workers' own {}{}", part, dir);
+  if (u.kind == "ps-cpu") return "the busiest PS shard's CPU";
+  return u.name;
+}
+
+// A resource within this share of a point's busiest counts as limiting it too (a NIC and the server
+// NIC carrying the same bytes).
+constexpr double CO_LIMITING_SHARE = 0.01;
+}  // namespace
+
+std::string ps_tie_sentence(const std::vector<sim::PointResult>& tied, const ExplainContext& c, double tolerance) {
+  if (tied.size() < 2) return "";
+  const std::string counts = and_list(tied, [](const sim::PointResult& r) { return std::to_string(r.ps_servers); });
+  const std::string head = fmt::format("The server search found {} servers alike (throughput within {:.1f}% of the "
+                                       "best) and reports the fewest, {}",
+                                       counts, PERCENT * tolerance, tied.front().ps_servers);
+  std::vector<Diagnosis> ds;
+  for (const auto& r : tied) ds.push_back(diagnose(r, c));
+  const bool same_limit = std::all_of(ds.begin(), ds.end(), [&](const Diagnosis& d) { return d.limit == ds[0].limit; });
+  if (same_limit && ds[0].limit == Limit::COMPUTE)
+    return head + fmt::format(": compute fills the iteration at each ({} of it), so more servers cannot shorten it.",
+                              and_list(ds, [](const Diagnosis& d) { return pct(d.compute_share); }));
+  if (same_limit && ds[0].limit == Limit::INPUT_IO)
+    return head + fmt::format(": input I/O limits each alike ({} of the iteration).",
+                              and_list(ds, [](const Diagnosis& d) { return pct(d.io_share); }));
+  if (same_limit && ds[0].limit == Limit::LATENCY)
+    return head + ": no link is busy at any of them, so latency and synchronisation set the iteration, which more "
+                  "servers do not shorten.";
+  // A resource role that limits every tied point: within CO_LIMITING_SHARE of each point's busiest.
+  // The workers' own links first, as the likeliest reason more servers do not help.
+  std::vector<const sim::ResourceUse*> candidates;
+  for (const auto& u : tied.front().resources) candidates.push_back(&u);
+  std::stable_sort(candidates.begin(), candidates.end(), [](const sim::ResourceUse* a, const sim::ResourceUse* b) {
+    return (a->server < 0) > (b->server < 0);
+  });
+  for (const sim::ResourceUse* role : candidates) {
+    std::vector<double> use;
+    for (const auto& r : tied) {
+      const double top = r.resources.empty() ? 0 : r.resources.front().utilisation;
+      for (const auto& u : r.resources)
+        if (resource_role(u) == resource_role(*role) && u.utilisation >= top - CO_LIMITING_SHARE &&
+            u.utilisation >= SATURATED_SHARE) {
+          use.push_back(u.utilisation);
+          break;
+        }
+    }
+    if (use.size() == tied.size())
+      return head + fmt::format(": {} limits {} servers alike, moving data at line rate {} of the iteration, so "
+                                "more servers do not shorten the exchange.",
+                                role_words(*role), counts, and_list(use, [](double u) { return pct(u); }));
+  }
+  return head + fmt::format(": their busiest resources differ ({}).",
+                            and_list(tied, [](const sim::PointResult& r) {
+                              return fmt::format("{} server{}: {}", r.ps_servers, r.ps_servers == 1 ? "" : "s",
+                                                 r.resources.empty() ? "none measured" : r.resources.front().name);
+                            }));
+}
+
+std::string explain_point(const sim::PointResult& r, const ExplainContext& c, const std::string& search_note) {
   const Diagnosis d = diagnose(r, c);
-  // One measured fact per sentence; a further one (e.g. why a server count was chosen) goes before the
-  // advice, which stays last but for the efficiency note.
-  std::vector<std::string> sentences{shares_sentence(r, d, c), resource_sentence(d), advice_sentence(r, d, c),
-                                     efficiency_note(r, c)};
+  // One measured fact per sentence; why a server count was chosen goes before the advice, which stays
+  // last but for the efficiency note.
+  std::vector<std::string> sentences{shares_sentence(r, d, c), resource_sentence(d), search_note,
+                                     advice_sentence(r, d, c), efficiency_note(r, c)};
   std::string text;
   for (const auto& s : sentences)
     if (!s.empty()) text += (text.empty() ? "" : " ") + s;

@@ -6,15 +6,20 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include "calibrate/memory.hpp"
 #include "calibrate/profile.hpp"
+#include "common/child.hpp"
 #include "common/errors.hpp"
 #include "models/zoo.hpp"
 #include "platforms/platform.hpp"
 #include "scenarios/explain.hpp"
 #include "scenarios/scenario.hpp"
+#include "scenarios/src/progress.hpp"
 
 namespace dtsim::scenarios {
 namespace {
@@ -23,7 +28,7 @@ constexpr double BYTES_PER_FP32 = 4.0;
 // The anchor may attribute at most this share of the measured single-worker iteration to simulated
 // communication; beyond it the measurement and the simulated network contradict each other.
 constexpr double MAX_ANCHOR_OVERHEAD_SHARE = 0.9;
-// --ps auto: geometric candidate grid (ratio) refined by bisection around the best candidate.
+// --ps auto: geometric candidate grid (ratio) refined by bisection around the chosen candidate.
 constexpr double PS_SEARCH_RATIO = 1.5;
 
 bool is_ps(const sim::Strategy& s) { return sim::uses_servers(s); }
@@ -55,45 +60,110 @@ sim::PointResult run_point(const Prepared& p, int workers, int ps, const std::st
   return sim::simulate_training(p.platform, p.profile, point);
 }
 
-// Best server count for one point: a geometric grid, then bisection between the best's neighbours.
-sim::PointResult search_ps(const Prepared& p, int workers, const std::string& trace_path) {
-  const int wpn = p.base.workers_per_node > 0 ? p.base.workers_per_node : p.platform.default_workers_per_node();
-  const int max_dedicated =
-      p.base.ps_placement == sim::PsPlacement::DEDICATED ? p.platform.nodes - (workers + wpn - 1) / wpn : workers;
-  const int max_ps = std::max(1, std::min(workers, max_dedicated));
-  std::map<int, sim::PointResult> tried;
-  auto eval = [&](int n) -> const sim::PointResult& {
-    auto it = tried.find(n);
-    if (it == tried.end()) it = tried.emplace(n, run_point(p, workers, n, "")).first;
-    return it->second;
-  };
-  std::set<int> grid{1, max_ps};
-  for (double x = 1; x < max_ps; x *= PS_SEARCH_RATIO) grid.insert(static_cast<int>(std::lround(x)));
-  for (int n : grid) eval(n);
-  auto best_of = [&] {
-    return std::max_element(tried.begin(), tried.end(), [](const auto& a, const auto& b) {
-             return a.second.throughput < b.second.throughput;
-           })->first;
-  };
-  // Refine: look at the midpoints on both sides of the best until the gaps close.
-  for (int guard = 0; guard < 64; ++guard) {
-    const int best = best_of();
-    auto it = tried.find(best);
-    const int lo = it == tried.begin() ? best : std::prev(it)->first;
-    const int hi = std::next(it) == tried.end() ? best : std::next(it)->first;
-    bool progressed = false;
-    for (int mid : {(lo + best) / 2, (best + hi + 1) / 2}) {
-      if (mid != best && !tried.count(mid)) {
-        eval(mid);
-        progressed = true;
-      }
-    }
-    if (!progressed) break;
+// The simulated points of one prediction, keyed by (workers, servers): the rest of the point is the
+// prediction's own. Each is simulated once, whichever search or entry asks for it again; a batch runs
+// in child processes `jobs` at a time (common/child.hpp's pool, as a sweep's points).
+class PointCache {
+ public:
+  PointCache(const Prepared& p, int jobs) : p_(p), jobs_(jobs) {}
+  using Key = std::pair<int, int>;
+  static Key key(const Prepared& p, int workers, int ps) { return {workers, is_ps(p.base.strategy) ? ps : 0}; }
+  // Simulates the points of `wanted` not yet simulated; the first failure (in `wanted`'s order) is
+  // thrown with its kind once the batch has ended. `progress` counts the simulations.
+  void run(const std::vector<Key>& wanted, Progress& progress) {
+    std::vector<Key> todo;
+    for (const Key& k : wanted)
+      if (!done_.count(k) && std::find(todo.begin(), todo.end(), k) == todo.end()) todo.push_back(k);
+    if (todo.empty()) return;
+    progress.add_total(todo.size());
+    std::map<std::size_t, std::string> errors;
+    run_process_pool(
+        todo.size(), jobs_,
+        [&](std::size_t i) { return sim::to_json(run_point(p_, todo[i].first, todo[i].second, "")).dump(); },
+        [&](std::size_t i, bool ok, const std::string& text) {
+          if (ok) done_.emplace(todo[i], sim::point_result_from_json(nlohmann::json::parse(text)));
+          else errors.emplace(i, text);
+          progress.finished(!ok);
+        },
+        [] { return false; });
+    if (errors.empty()) return;
+    // The pool tags a child's error with its kind ("input error: ...", "failed: ...").
+    const std::string& text = errors.begin()->second;
+    constexpr std::string_view INPUT_TAG = "input error: ";
+    if (text.starts_with(INPUT_TAG)) throw InputError(text.substr(INPUT_TAG.size()));
+    throw Failure(text.starts_with("failed: ") ? text.substr(8) : text);
   }
-  const int best = best_of();
-  if (!trace_path.empty()) return run_point(p, workers, best, trace_path);
-  return tried.at(best);
-}
+  const sim::PointResult& at(int workers, int ps) const { return done_.at(key(p_, workers, ps)); }
+  // Keeps a point simulated elsewhere (the traced run).
+  void put(const sim::PointResult& r) { done_.insert_or_assign(key(p_, r.workers, r.ps_servers), r); }
+
+ private:
+  const Prepared& p_;
+  int jobs_;
+  std::map<Key, sim::PointResult> done_;
+};
+
+// The best server count of one workers entry: a geometric grid, then rounds that bisect between the
+// chosen count and its tried neighbours until the gaps close. The chosen count is the fewest whose
+// throughput is within PS_TIE_TOLERANCE of the best tried. What a round tries depends only on the
+// results before it, so the answer does not depend on how many points run at once.
+class PsSearch {
+ public:
+  PsSearch(const Prepared& p, int workers) : workers_(workers) {
+    const int wpn = p.base.workers_per_node > 0 ? p.base.workers_per_node : p.platform.default_workers_per_node();
+    const int max_dedicated = p.base.ps_placement == sim::PsPlacement::DEDICATED
+                                  ? p.platform.nodes - (workers + wpn - 1) / wpn
+                                  : workers;
+    max_ps_ = std::max(1, std::min(workers, max_dedicated));
+  }
+  int workers() const { return workers_; }
+
+  // The counts to simulate next; none once the search has settled.
+  std::vector<int> next(const PointCache& cache) {
+    std::vector<int> out;
+    if (tried_.empty()) {
+      std::set<int> grid{1, max_ps_};
+      for (double x = 1; x < max_ps_; x *= PS_SEARCH_RATIO) grid.insert(static_cast<int>(std::lround(x)));
+      out.assign(grid.begin(), grid.end());
+    } else if (rounds_ < MAX_ROUNDS) {
+      ++rounds_;
+      const int best = chosen(cache);
+      const auto it = tried_.find(best);
+      const int lo = it == tried_.begin() ? best : *std::prev(it);
+      const int hi = std::next(it) == tried_.end() ? best : *std::next(it);
+      // Below: a smaller count may tie. Above: only when the next count is worse (a plateau of tied
+      // counts has nothing better inside it to find).
+      const int below = (lo + best) / 2, above = (best + hi + 1) / 2;
+      if (below != best && !tried_.count(below)) out.push_back(below);
+      if (above != best && !tried_.count(above) && !ties(cache, hi)) out.push_back(above);
+    }
+    tried_.insert(out.begin(), out.end());
+    return out;
+  }
+
+  int most_tried() const { return tried_.empty() ? 0 : *tried_.rbegin(); }
+  // The fewest servers within the tolerance of the best throughput tried.
+  int chosen(const PointCache& cache) const { return tied(cache).front(); }
+  // Every tried count within the tolerance of the best, fewest first.
+  std::vector<int> tied(const PointCache& cache) const {
+    std::vector<int> out;
+    for (int n : tried_)
+      if (ties(cache, n)) out.push_back(n);
+    return out;
+  }
+
+ private:
+  static constexpr int MAX_ROUNDS = 64;
+  bool ties(const PointCache& cache, int n) const {
+    double best = 0;
+    for (int m : tried_) best = std::max(best, cache.at(workers_, m).throughput);
+    return cache.at(workers_, n).throughput >= best * (1 - PS_TIE_TOLERANCE);
+  }
+  int workers_;
+  int max_ps_ = 1;
+  std::set<int> tried_;
+  int rounds_ = 0;
+};
 
 // Runs `load` and, when `field` came from the scenario file, prefixes its InputError with the
 // field's file:line (the message of an unknown name or a bad model file names neither).
@@ -172,29 +242,53 @@ void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
   calibrate::anchor_profile(p.profile, s.batch / compute_s);
 }
 
-std::vector<sim::PointResult> predict_checked(const Scenario& s) {
+std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOptions& options) {
+  if (options.jobs < 1) throw InputError(fmt::format("--jobs must be >= 1, got {}", options.jobs));
   check_scenario(s);
   Prepared p = prepare(s);
   if (s.anchor_samples_per_s) apply_anchor(p, s, *s.anchor_samples_per_s);
-  std::vector<sim::PointResult> out;
   const bool ps = is_ps(p.base.strategy);
-  for (std::size_t i = 0; i < s.workers.size(); ++i) {
-    const std::string trace = i + 1 == s.workers.size() ? s.point.trace_path : "";
-    if (ps && s.ps_auto) {
-      out.push_back(search_ps(p, s.workers[i], trace));
-    } else {
-      out.push_back(run_point(p, s.workers[i], ps_for(s, i), trace));
+  const bool search = ps && s.ps_auto;
+  // Efficiency is against the 1-worker prediction, which must not depend on whether 1 is in the list:
+  // it is the point a 1-worker entry would get (simulated only if 1 is not listed).
+  const bool one_listed = std::find(s.workers.begin(), s.workers.end(), 1) != s.workers.end();
+  PointCache cache(p, options.jobs);
+  Progress progress(search && options.progress, 0, 0, "ps auto", "server counts");
+  // Every entry's server count: given, or searched (all searches advance together, a round at a time).
+  std::vector<int> servers(s.workers.size());
+  int baseline_servers = baseline_ps(s);
+  std::vector<PsSearch> searches;
+  if (search) {
+    for (int w : s.workers) searches.emplace_back(p, w);
+    if (!one_listed) searches.emplace_back(p, 1);
+    for (;;) {
+      std::vector<PointCache::Key> wanted;
+      for (auto& ps_search : searches)
+        for (int n : ps_search.next(cache)) wanted.push_back(PointCache::key(p, ps_search.workers(), n));
+      if (wanted.empty()) break;
+      cache.run(wanted, progress);
     }
+    for (std::size_t i = 0; i < s.workers.size(); ++i) servers[i] = searches[i].chosen(cache);
+    if (!one_listed) baseline_servers = searches.back().chosen(cache);
+  } else {
+    for (std::size_t i = 0; i < s.workers.size(); ++i) servers[i] = ps_for(s, i);
+    // The last entry's point writes the trace: simulated on its own, then cached like the others.
+    if (!s.point.trace_path.empty()) cache.put(run_point(p, s.workers.back(), servers.back(), s.point.trace_path));
+    std::vector<PointCache::Key> wanted;
+    for (std::size_t i = 0; i < s.workers.size(); ++i) wanted.push_back(PointCache::key(p, s.workers[i], servers[i]));
+    if (!one_listed) wanted.push_back(PointCache::key(p, 1, baseline_servers));
+    cache.run(wanted, progress);
   }
-  // Efficiency against the 1-worker prediction, which must not depend on whether 1 is in the list:
-  // it is the point a 1-worker entry would get (simulated once more only if 1 is not listed).
+  std::vector<sim::PointResult> out;
+  for (std::size_t i = 0; i < s.workers.size(); ++i) out.push_back(cache.at(s.workers[i], servers[i]));
   std::optional<sim::PointResult> baseline;
   for (const auto& r : out)
     if (r.workers == 1) baseline = r;
-  if (!baseline) {
-    if (ps && s.ps_auto) baseline = search_ps(p, 1, "");
-    else baseline = run_point(p, 1, baseline_ps(s), "");
-  }
+  if (!baseline) baseline = cache.at(1, baseline_servers);
+  // A search writes the trace by one more run of the count it chose (its candidates wrote none).
+  if (search && !s.point.trace_path.empty())
+    out.back() = run_point(p, s.workers.back(), servers.back(), s.point.trace_path);
+
   const double one = baseline->throughput;
   ExplainContext context;
   context.parameter_servers = ps;
@@ -206,9 +300,18 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s) {
   context.fusion_bytes = p.base.fusion_bytes;
   context.baseline = baseline;
   context.baseline->efficiency = 1;
-  for (auto& r : out) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    auto& r = out[i];
     r.efficiency = one > 0 ? r.throughput / (r.workers * one) : 0;
-    r.bottleneck = explain_point(r, context);
+    std::string search_note;
+    ExplainContext point_context = context;
+    if (search) {
+      std::vector<sim::PointResult> tied;
+      for (int n : searches[i].tied(cache)) tied.push_back(cache.at(r.workers, n));
+      search_note = ps_tie_sentence(tied, context, PS_TIE_TOLERANCE);
+      point_context.most_servers_tried = searches[i].most_tried();
+    }
+    r.bottleneck = explain_point(r, point_context, search_note);
   }
   return out;
 }
@@ -224,9 +327,9 @@ ComputeSource compute_source(const Scenario& s) {
   }
 }
 
-std::vector<sim::PointResult> predict_scenario(const Scenario& s) {
+std::vector<sim::PointResult> predict_scenario(const Scenario& s, const PredictOptions& options) {
   try {
-    return predict_checked(s);
+    return predict_checked(s, options);
   } catch (const InputError& e) {
     rethrow_for_file(s, e);
   }

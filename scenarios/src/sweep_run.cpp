@@ -2,16 +2,14 @@
 // (common/child.hpp), split across MPI ranks (each rank runs every R-th pending point; rank 0 merges
 // the ranks' part files), with a progress line and SIGINT/SIGTERM stopping cleanly.
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <csignal>
-#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
 #include "scenarios/src/mpi_split.hpp"
+#include "scenarios/src/progress.hpp"
 #include "scenarios/src/result_store.hpp"
 #include "scenarios/sweep.hpp"
 
@@ -47,43 +45,6 @@ class StopSignals {
   struct sigaction old_term_ {};
 };
 
-class Progress {
- public:
-  Progress(bool enabled, std::size_t total, std::size_t already, std::string prefix)
-      : enabled_(enabled), total_(total), done_(already), prefix_(std::move(prefix)),
-        tty_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
-  void finished(bool failed) {
-    ++done_;
-    ++ran_;
-    failed_ += failed ? 1 : 0;
-    show();
-  }
-  void show() const {
-    if (!enabled_) return;
-    const double elapsed_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double rate = (ran_ > 0 && elapsed_s > 0) ? static_cast<double>(ran_) / elapsed_s : 0.0;
-    const std::size_t left = total_ - std::min(total_, done_);
-    std::string eta = rate > 0 ? fmt::format("ETA {:.0f} s", static_cast<double>(left) / rate) : "ETA ?";
-    const std::string line = fmt::format("{}sweep: {}/{} points done ({} failed this run), {:.2f} points/s, {}",
-                                         prefix_, done_, total_, failed_, rate, eta);
-    if (tty_)
-      std::cerr << '\r' << line << "\x1b[K" << (left == 0 ? "\n" : "") << std::flush;
-    else
-      std::cerr << line << '\n' << std::flush;
-  }
-  void end() const {
-    if (enabled_ && tty_ && done_ < total_) std::cerr << '\n' << std::flush;
-  }
-
- private:
-  bool enabled_;
-  std::size_t total_, done_, ran_ = 0, failed_ = 0;
-  std::string prefix_;
-  bool tty_;
-  std::chrono::steady_clock::time_point start_;
-};
-
 }  // namespace
 
 SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin& origin,
@@ -117,7 +78,7 @@ SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin
     if (static_cast<int>(i % static_cast<std::size_t>(mpi.size())) == mpi.rank()) mine.push_back(pending[i]);
 
   Progress progress(options.progress, mpi.active() ? mine.size() : points.size(), mpi.active() ? 0 : summary.skipped,
-                    mpi.active() ? fmt::format("[rank {}/{}] ", mpi.rank(), mpi.size()) : "");
+                    "sweep", "points", mpi.active() ? fmt::format("[rank {}/{}] ", mpi.rank(), mpi.size()) : "");
   const std::size_t ran = run_process_pool(
       mine.size(), options.jobs,
       [&](std::size_t k) {

@@ -189,6 +189,37 @@ TEST_CASE("scenarios::explain: an efficiency above 1 always comes with its reaso
   CHECK(scenarios::efficiency_note(r, c).empty());
 }
 
+TEST_CASE("scenarios::explain: server counts that tie name the resource they share", "[scenarios][explain]") {
+  // 8 workers, 4 per node, on 2 nodes; dedicated servers on the other nodes of a 10 GbE star. Each
+  // worker node's NIC carries its 4 workers' 40 MB each way (160 MB per iteration); a server's NIC, 8
+  // workers x its whole 4 MB layers: from 5 servers on at most 2 layers, 64 MB. The workers' NIC limits.
+  const auto plat = star(1.25e9, 10);
+  auto p = point("ps", 8);
+  p.workers_per_node = 4;
+  p.ps_placement = sim::PsPlacement::DEDICATED;
+  const auto c = context(p, plat);
+  std::vector<sim::PointResult> tied;
+  for (int servers : {5, 6, 8}) {
+    p.ps_servers = servers;
+    tied.push_back(sim::simulate_training(plat, profile(10, 0.1), p));
+  }
+  for (const auto& r : tied) CHECK(r.throughput == Approx(tied[0].throughput).epsilon(1e-3));
+  const auto text = scenarios::ps_tie_sentence(tied, c, 1e-3);
+  INFO(text);
+  CHECK(text.starts_with("The server search found 5, 6 and 8 servers alike (throughput within 0.1% of the best) "
+                         "and reports the fewest, 5: the workers' own NIC ("));
+  CHECK(text.find("limits 5, 6 and 8 servers alike, moving data at line rate ") != std::string::npos);
+  // The sentence goes before the advice in the paragraph; one point alone has no tie to explain.
+  const auto paragraph = scenarios::explain_point(tied[0], c, text);
+  CHECK(paragraph.find(text) < paragraph.find(scenarios::advice_sentence(tied[0], scenarios::diagnose(tied[0], c), c)));
+  CHECK(scenarios::ps_tie_sentence({tied[0]}, c, 1e-3).empty());
+  // One server is limited by its own NIC (8 x 40 MB), not by the workers': the limits differ.
+  p.ps_servers = 1;
+  const auto one = sim::simulate_training(plat, profile(10, 0.1), p);
+  CHECK(scenarios::ps_tie_sentence({one, tied[0]}, c, 1e-3).find("their busiest resources differ (1 server: node ") !=
+        std::string::npos);
+}
+
 TEST_CASE("scenarios::wrap_paragraph: lines stay within the width and keep every word", "[scenarios][explain]") {
   const std::string text = "aaa bbb ccc dddd eeeee f";
   CHECK(scenarios::wrap_paragraph(text, 8) == "aaa bbb\nccc dddd\neeeee f\n");
