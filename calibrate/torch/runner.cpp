@@ -36,7 +36,8 @@ constexpr int GLIBC_TRIM_THRESHOLD_B = 2 * GLIBC_MMAP_THRESHOLD_MAX_B;
 
 // Puts this process's heap in a training process's steady state (see GLIBC_MMAP_THRESHOLD_MAX_B).
 void use_steady_heap() {
-  if (mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD_MAX_B) != 1 || mallopt(M_TRIM_THRESHOLD, GLIBC_TRIM_THRESHOLD_B) != 1)
+  if (mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD_MAX_B) != 1 ||
+      mallopt(M_TRIM_THRESHOLD, GLIBC_TRIM_THRESHOLD_B) != 1)
     throw Failure("libtorch calibration: mallopt refused the steady-state heap thresholds");
 }
 

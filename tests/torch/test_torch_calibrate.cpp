@@ -120,12 +120,16 @@ TEST_CASE("torch::Calibrate: a database without libtorch entries falls back to o
   std::filesystem::remove(db_path);
 }
 
+namespace {
+
 // Minor page faults of this process so far (first touches of fresh pages).
 long minor_faults() {
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
   return r.ru_minflt;
 }
+
+}  // namespace
 
 TEST_CASE("torch::Calibrate: passes run in a steady heap, where a freed 24 MiB block is reused without page faults",
           "[torch]") {

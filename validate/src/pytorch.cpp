@@ -72,10 +72,12 @@ void write_layer_table(const models::Model& model, const std::string& path) {
 double median_minor_faults(const std::string& report_text) {
   std::vector<double> faults;
   for (const auto& it : nlohmann::json::parse(report_text).at("iterations"))
-    if (!it.value("warmup", false) && it.contains("minor_faults")) faults.push_back(it.at("minor_faults").get<double>());
+    if (!it.value("warmup", false) && it.contains("minor_faults"))
+      faults.push_back(it.at("minor_faults").get<double>());
   if (faults.empty()) return 0;
-  std::nth_element(faults.begin(), faults.begin() + static_cast<std::ptrdiff_t>(faults.size() / 2), faults.end());
-  return faults[faults.size() / 2];
+  const auto middle = faults.begin() + static_cast<std::ptrdiff_t>(faults.size() / 2);
+  std::nth_element(faults.begin(), middle, faults.end());
+  return *middle;
 }
 
 }  // namespace
