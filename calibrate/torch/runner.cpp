@@ -1,9 +1,11 @@
 // The libtorch calibration backend: its windows for the shared calibration loop
 // (calibrate/src/calibration_loop.hpp), each pass run as an eager PyTorch step runs it. A backward pass is
-// timed after an untimed forward that records the autograd graph it walks. Method: docs/calibration.md.
+// timed after an untimed forward that records the autograd graph it walks; the heap is held in the steady
+// state of a training process (no page faults per pass). Method: docs/calibration.md.
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <immintrin.h>
+#include <malloc.h>
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
@@ -22,6 +24,22 @@ namespace {
 constexpr double SGD_LEARNING_RATE = 0.01;
 constexpr double SGD_MOMENTUM = 0.9;
 constexpr std::size_t LINE_BYTES = 64;
+// glibc malloc serves a block of at least M_MMAP_THRESHOLD with a fresh mmap (page faults on first touch,
+// munmap on free). Freeing such a block raises the threshold to its size, at most DEFAULT_MMAP_THRESHOLD_MAX
+// = 32 MiB on 64-bit, and the heap's trim threshold to twice that (mallopt(3), glibc malloc/malloc.c). A
+// training process reaches that state once it frees its first large tensors (validate/pytorch/train.py:
+// 0 page faults per iteration, docs/calibration.md), so its steps reuse heap memory; a calibrating process
+// has not, and each pass's gradients would be faulted in afresh (ResNet-18 b16 64x64: 4,600 faults and
+// +300% on a 512x512 3x3 weight-gradient pass). The calibrator sets that steady state explicitly.
+constexpr int GLIBC_MMAP_THRESHOLD_MAX_B = 32 << 20;
+constexpr int GLIBC_TRIM_THRESHOLD_B = 2 * GLIBC_MMAP_THRESHOLD_MAX_B;
+
+// Puts this process's heap in a training process's steady state (see GLIBC_MMAP_THRESHOLD_MAX_B).
+void use_steady_heap() {
+  if (mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD_MAX_B) != 1 ||
+      mallopt(M_TRIM_THRESHOLD, GLIBC_TRIM_THRESHOLD_B) != 1)
+    throw Failure("libtorch calibration: mallopt refused the steady-state heap thresholds");
+}
 
 // Writes back and drops a tensor's bytes from every cache level, as the oneDNN runner does.
 void flush_tensor(const at::Tensor& t) {
@@ -161,10 +179,11 @@ CalibrateSummary calibrate_model_libtorch(const models::Model& model, const Cali
   CalibrationDb db = CalibrationDb::load(summary.db_path);  // a corrupt file stops here, untouched
 
   at::set_num_threads(threads);
+  use_steady_heap();
   HostInfo host = current_host("libtorch", threads, options.instances);
   host.library_version = torch_ops::libtorch_version_string();
   host.cache_state = "tensors flushed (clflush), passes timed interleaved, up to 32 per window; each backward "
-                     "after an untimed forward";
+                     "after an untimed forward; heap in steady state (mmap threshold 32 MiB, no page faults)";
   summary.host_key = host.key();
 
   const CalibrationBackend libtorch{

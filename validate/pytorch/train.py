@@ -140,6 +140,12 @@ def own_cpu_s():
     return r.ru_utime + r.ru_stime
 
 
+def minor_faults():
+    """Page faults served without I/O so far (first touches of fresh memory): 0 per iteration once the heap
+    reuses its memory, the steady state the libtorch calibrator times in (calibrate/torch/runner.cpp)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def machine_busy_s():
     """Busy time of every CPU (user nice system irq softirq steal) from /proc/stat, as common/clean_timer."""
     with open("/proc/stat") as f:
@@ -193,6 +199,7 @@ def train(a, rank, world):
     for it in range(steps):
         hook_calls.clear()
         cpu0 = own_cpu_s()
+        faults0 = minor_faults()
         busy0 = machine_busy_s() if rank == 0 else 0.0
         t0 = time.perf_counter()
         first = (it * world + rank) * a.batch
@@ -209,13 +216,15 @@ def train(a, rank, world):
         compute_end = max(hook_calls) if hook_calls else t3
         busy1 = machine_busy_s() if rank == 0 else 0.0
         own = reduce(own_cpu_s() - cpu0, dist.ReduceOp.SUM if world > 1 else None)
+        faults = reduce(minor_faults() - faults0, dist.ReduceOp.SUM if world > 1 else None)
         total = reduce(t4 - t0, dist.ReduceOp.MAX if world > 1 else None)
         loss_mean = reduce(loss.item(), dist.ReduceOp.SUM if world > 1 else None) / world
         if rank == 0:
             losses.append(loss_mean)
             iters.append({"warmup": it < a.warmup, "total_s": total, "data_s": t1 - t0, "forward_s": t2 - t1,
                           "backward_s": compute_end - t2, "exchange_s": t3 - compute_end, "update_s": t4 - t3,
-                          "own_cpu_s": own, "machine_busy_s": busy1 - busy0, "loss": loss_mean})
+                          "own_cpu_s": own, "machine_busy_s": busy1 - busy0, "minor_faults": faults,
+                          "loss": loss_mean})
     if rank == 0:
         inner = model.module if world > 1 else model
         report["iterations"] = iters

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "calibrate/calibrate.hpp"
 #include "calibrate/profile.hpp"
@@ -66,6 +67,19 @@ void write_layer_table(const models::Model& model, const std::string& path) {
   if (!f) throw Failure(fmt::format("cannot write {}", path));
 }
 
+// The median page faults of the trainer's timed iterations (0 in a steady heap, as the libtorch calibrator
+// times; absent in reports of older trainers).
+double median_minor_faults(const std::string& report_text) {
+  std::vector<double> faults;
+  for (const auto& it : nlohmann::json::parse(report_text).at("iterations"))
+    if (!it.value("warmup", false) && it.contains("minor_faults"))
+      faults.push_back(it.at("minor_faults").get<double>());
+  if (faults.empty()) return 0;
+  const auto middle = faults.begin() + static_cast<std::ptrdiff_t>(faults.size() / 2);
+  std::nth_element(faults.begin(), middle, faults.end());
+  return *middle;
+}
+
 }  // namespace
 
 std::string python_path() {
@@ -114,7 +128,12 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
                 options.timeout_s, fmt::format("training ({} process(es))", r));
     ValidationRow row;
     row.ranks = r;
-    row.measured = summarize_report(read_text(out));
+    const std::string text = read_text(out);
+    row.measured = summarize_report(text);
+    if (const double faults = median_minor_faults(text); faults > 0)
+      report.notes.push_back(fmt::format("{} process(es): the training step page-faulted ({:.0f} per iteration, median); "
+                                         "libtorch calibration times a heap that reuses its memory (none)",
+                                         r, faults));
     add_measured_row(report, std::move(row), options.threads, "process(es)");
   }
   report.notes.push_back("torch model checked equal to dtsim's (parameters and output shape of every layer)");
