@@ -135,6 +135,7 @@ struct TrainingPoint {
   int iterations = 3;                        // simulated iterations (the first is warm-up)
   Variability variability;
   CommMode comm_mode = CommMode::AUTO;
+  bool ps_fold = true;                       // coarse PS with dedicated servers: fold each switch's nodes (exact)
   std::string trace_path;                    // non-empty: write a Chrome/Perfetto trace
   int trace_iterations = 1;                  // the last N iterations are traced (<= iterations)
   double input_bytes_per_sample = 0;         // data-parallel-single-node: input tensor scattered from device 0

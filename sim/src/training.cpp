@@ -74,8 +74,8 @@ class Replay final : public ReplayServices {
     const auto& family = exchange_family(point.strategy);
     // Per-layer buckets: TF pushes each variable's gradient as soon as it is produced.
     plan_ = plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes);
+    draw_compute_factors();  // before the exchange: the PS family folds only workers of equal compute times
     exchange_ = family.make(*this, point.strategy);
-    draw_compute_factors();
     interferes_ = point.interference && platform.has_gpus();
     in_flight_.assign(static_cast<std::size_t>(workers_), 0);
     loads_.assign(static_cast<std::size_t>(workers_), -1);

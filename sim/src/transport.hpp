@@ -10,6 +10,7 @@
 
 namespace simgrid::s4u {
 class Host;
+class Link;
 }
 
 namespace dtsim::sim {
@@ -51,7 +52,12 @@ class FlowTransports {
   std::unordered_map<const simgrid::s4u::Host*, Place> places_;
 };
 
-// Installs `transports`' factor callbacks on the root zone's network model (after build_platform).
-void install_transport_factors(std::shared_ptr<const FlowTransports> transports);
+// Links whose bandwidth World::fold_nodes multiplied, with the multiplier (the fold).
+using LinkFolds = std::unordered_map<const simgrid::s4u::Link*, double>;
+
+// Installs `transports`' factor callbacks on the root zone's network model (after build_platform). A
+// flow crossing a folded link stands for `fold` flows of size / fold and gets one such flow's factor.
+void install_transport_factors(std::shared_ptr<const FlowTransports> transports,
+                               std::shared_ptr<const LinkFolds> folds);
 
 }  // namespace dtsim::sim

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/errors.hpp"
 #include "sim/src/platform_builder.hpp"
@@ -34,6 +35,7 @@ struct World::Impl {
   s4u::Engine* engine = nullptr;  // leaked on purpose: one engine per process, the process ends after
   BuiltPlatform built;
   std::shared_ptr<const FlowTransports> transports;  // shared with the network model's factor callbacks
+  std::shared_ptr<LinkFolds> folds = std::make_shared<LinkFolds>();  // fold_nodes; read by the factor callbacks
   struct Pending {
     s4u::ActivityPtr activity;
     std::function<void()> done;
@@ -63,6 +65,7 @@ struct World::Impl {
   struct LinkMeter {
     std::vector<s4u::Link*> links;
     std::vector<double> bytes, last_usage_Bps;
+    std::vector<double> fold;    // World::fold_nodes: bytes and usages are read per node (divided by it)
     std::vector<int> flows_on;   // flows in flight crossing each link
     std::vector<char> active;    // in `watch`
     std::vector<int> watch;      // links to read at the next time advance
@@ -76,6 +79,7 @@ struct World::Impl {
     bool recording = false;
     std::vector<UsageChange> changes;
 
+    std::function<double(const s4u::Link*)> folds_of = [](const s4u::Link*) { return 1.0; };
     const std::vector<int>* route(s4u::Host* src, s4u::Host* dst) {
       auto [it, fresh] = routes.try_emplace({src, dst});
       if (fresh) {
@@ -87,6 +91,7 @@ struct World::Impl {
             links.push_back(l);
             bytes.push_back(0);
             last_usage_Bps.push_back(0);
+            fold.push_back(folds_of(l));
             flows_on.push_back(0);
             active.push_back(0);
           }
@@ -116,7 +121,7 @@ struct World::Impl {
     void time_advanced(double now, double delta) {
       std::size_t kept = 0;
       for (int id : watch) {
-        const double usage = links[id]->get_usage();
+        const double usage = links[id]->get_usage() / fold[id];
         bytes[id] += usage * delta;
         // A change is a new share of the link, not the solver's rounding of the same one.
         if (std::abs(usage - last_usage_Bps[id]) > USAGE_CHANGE_TOLERANCE * std::max(usage, last_usage_Bps[id])) {
@@ -178,7 +183,11 @@ World::World(const platforms::Platform& platform, const Layout& layout) : impl_(
     link->set_latency(0);
   }
   impl_->transports = std::make_shared<const FlowTransports>(platform, impl_->built);
-  install_transport_factors(impl_->transports);
+  install_transport_factors(impl_->transports, impl_->folds);
+  impl_->meter.folds_of = [folds = impl_->folds](const s4u::Link* l) {
+    const auto it = folds->find(l);
+    return it == folds->end() ? 1.0 : it->second;
+  };
   g_world_exists = true;
   Impl* impl = impl_.get();
   g_on_completion = [impl](const s4u::Activity& a) { impl->on_completion(a); };
@@ -247,7 +256,10 @@ double World::route_bandwidth_Bps(s4u::Host* src, s4u::Host* dst) const {
   std::vector<s4u::Link*> links;
   src->route_to(dst, links, nullptr);
   double bw = 0;
-  for (const s4u::Link* l : links) bw = bw > 0 ? std::min(bw, l->get_bandwidth()) : l->get_bandwidth();
+  for (const s4u::Link* l : links) {
+    const double own_Bps = l->get_bandwidth() / impl_->meter.folds_of(l);  // one node's share of a folded link
+    bw = bw > 0 ? std::min(bw, own_Bps) : own_Bps;
+  }
   return bw;
 }
 
@@ -311,10 +323,13 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   // connections, staged pipeline) come from the network model's bandwidth-factor callback (SimGrid
   // 3.32 ignores Comm::set_rate on host-to-host comms and refuses it once the source is set), which
   // bounds the flow at cap / the route's slowest link.
-  const double start_delay_s = message_latency_s(src, dst, bytes);
+  // A flow over a folded node's links carries `fold` nodes' bytes; each would wait its own latency.
+  const std::vector<int>* links = impl_->meter.route(src, dst);
+  double fold = 1;
+  for (int id : *links) fold = std::max(fold, impl_->meter.fold[static_cast<std::size_t>(id)]);
+  const double start_delay_s = message_latency_s(src, dst, bytes / fold);
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
-  const std::vector<int>* links = impl_->meter.route(src, dst);
   impl_->meter.flow_started(*links);
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links});
   ++impl_->transfers_in_flight;
@@ -345,10 +360,62 @@ void World::after(double delay_s, std::function<void()> fn) {
   });
 }
 
+int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::vector<s4u::Host*>& refs) {
+  if (groups.empty() || groups[0].size() < 2) return 1;
+  const std::size_t k = groups[0].size();
+  const int per_node = workers_per_node();
+  auto device = [&](int node, int j) { return worker_host(node * per_node + j); };
+  auto route = [](s4u::Host* a, s4u::Host* b) {
+    std::vector<s4u::Link*> path;
+    if (a != b) a->route_to(b, path, nullptr);
+    return path;
+  };
+  // Same length, and where the first node's route and a member's differ, neither link is on the
+  // other's route: the first node's link there is its own (scaled below); every other link is shared.
+  std::unordered_set<s4u::Link*> own, all_own;
+  auto alike = [&own](const std::vector<s4u::Link*>& a, const std::vector<s4u::Link*>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i] == b[i]) continue;
+      if (std::find(b.begin(), b.end(), a[i]) != b.end() || std::find(a.begin(), a.end(), b[i]) != a.end()) return false;
+      own.insert(a[i]);
+    }
+    return true;
+  };
+  for (const auto& group : groups) {
+    if (group.size() != k) return 1;
+    own.clear();
+    const int rep = group[0];
+    for (int j = 0; j < per_node; ++j)
+      for (std::size_t i = 1; i < k; ++i) {
+        const int m = group[i];
+        for (s4u::Host* ref : refs)
+          if (!alike(route(device(rep, j), ref), route(device(m, j), ref)) ||
+              !alike(route(ref, device(rep, j)), route(ref, device(m, j))))
+            return 1;
+        if (j > 0 && !(alike(route(device(rep, j), device(rep, 0)), route(device(m, j), device(m, 0))) &&
+                       alike(route(device(rep, 0), device(rep, j)), route(device(m, 0), device(m, j)))))
+          return 1;
+      }
+    for (s4u::Link* l : own)
+      if (!all_own.insert(l).second) return 1;  // another group's too: not private after all
+  }
+  const double fold = static_cast<double>(k);
+  for (s4u::Link* l : all_own) {
+    l->set_bandwidth(l->get_bandwidth() * fold);
+    (*impl_->folds)[l] = fold;
+    if (const auto it = impl_->meter.id_of.find(l); it != impl_->meter.id_of.end())
+      impl_->meter.fold[static_cast<std::size_t>(it->second)] = fold;
+  }
+  return static_cast<int>(k);
+}
+
 int World::links_used() const { return static_cast<int>(impl_->meter.links.size()); }
 const std::string& World::link_name(int id) const { return impl_->meter.links.at(id)->get_name(); }
-double World::link_bandwidth_Bps(int id) const { return impl_->meter.links.at(id)->get_bandwidth(); }
-std::vector<double> World::link_bytes() const { return impl_->meter.bytes; }
+double World::link_bandwidth_Bps(int id) const {
+  return impl_->meter.links.at(id)->get_bandwidth() / impl_->meter.fold.at(static_cast<std::size_t>(id));
+}
+std::vector<double> World::link_bytes() const { return impl_->meter.bytes; }  // per node on folded links
 void World::record_link_usage(bool on) { impl_->meter.recording = on; }
 const std::vector<World::UsageChange>& World::link_usage_changes() const { return impl_->meter.changes; }
 

@@ -68,6 +68,13 @@ class World {
     double usage_Bps;  // from time_s until the link's next change
   };
   const std::vector<UsageChange>& link_usage_changes() const;
+  // Folding (docs/simulation-training.md, "Folded parameter-server workers"): each group's first node
+  // stands for the group (nodes of one shape whose routes to and from `refs`, and between their own
+  // devices, are alike but for links private to each node). All groups must have the same size k; the
+  // first nodes' private links get k x their bandwidth, and the caller sends, for a first node, one
+  // flow of k x the bytes for every flow of each node, and none for the others. Returns k, or 1 and
+  // changes nothing when a group's routes are not symmetric.
+  int fold_nodes(const std::vector<std::vector<int>>& groups, const std::vector<simgrid::s4u::Host*>& refs);
   // Durations of collectives that ran alone on the network, by signature (coarse-mode reuse).
   std::unordered_map<std::string, double>& duration_cache();
 

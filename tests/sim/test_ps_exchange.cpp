@@ -113,3 +113,76 @@ TEST_CASE("sim::PsExchange: 512 and 1024 workers with many servers do not abort"
     }
   }
 }
+
+namespace {
+
+// A dragonfly of 4-node routers with room for dedicated servers after the workers.
+platforms::Platform dragonfly(int gpus) {
+  auto p = fat_tree(64);
+  p.name = "test-dragonfly";
+  p.node.gpus = gpus;
+  p.network.topology = platforms::TopologyKind::DRAGONFLY;
+  p.network.dragonfly.groups = 2;
+  p.network.dragonfly.chassis_per_group = 2;
+  p.network.dragonfly.routers_per_chassis = 8;
+  p.network.dragonfly.nodes_per_router = 4;
+  p.network.dragonfly.group_links = 4;
+  p.network.dragonfly.global_link_bandwidth_Bps = NIC_BPS;
+  p.nodes = 128;
+  return p;
+}
+
+sim::TrainingPoint dedicated(const std::string& strategy, int workers, int servers, sim::CommMode mode, bool fold) {
+  auto p = point(strategy, workers, servers, mode, 3);
+  p.ps_placement = sim::PsPlacement::DEDICATED;
+  p.ps_fold = fold;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("sim::PsExchange: folded workers give the unfolded max-min result", "[sim][ps]") {
+  // Every flow on a shared link stands for 4 workers and the representatives' own links carry 4x:
+  // the max-min rates are exactly 4x those of one worker, so the timeline is the same.
+  const auto prof = profile(48);
+  for (const char* strategy : {"ps", "ps-async", "ps-replicated"}) {
+    const int gpus = std::string(strategy) == "ps-replicated" ? 2 : 1;
+    const auto plat = dragonfly(gpus);
+    INFO(strategy);
+    const auto folded = sim::simulate_training(plat, prof, dedicated(strategy, 64, 16, sim::CommMode::COARSE, true));
+    const auto plain = sim::simulate_training(plat, prof, dedicated(strategy, 64, 16, sim::CommMode::COARSE, false));
+    CHECK(folded.throughput == Approx(plain.throughput).epsilon(1e-6));
+    CHECK(folded.iteration_time_s == Approx(plain.iteration_time_s).epsilon(1e-6));
+    CHECK(folded.inter_node_bytes == Approx(plain.inter_node_bytes).epsilon(1e-9));
+    CHECK(folded.flows * 4 == plain.flows);  // one node in four sends flows
+  }
+}
+
+TEST_CASE("sim::PsExchange: folded coarse traffic agrees with per-layer traffic within 3%", "[sim][ps]") {
+  const auto prof = profile(48);
+  for (const char* strategy : {"ps", "ps-async", "ps-replicated"}) {
+    const int gpus = std::string(strategy) == "ps-replicated" ? 2 : 1;
+    const auto plat = dragonfly(gpus);
+    INFO(strategy);
+    const auto fine = sim::simulate_training(plat, prof, dedicated(strategy, 64, 16, sim::CommMode::FINE, true));
+    const auto folded = sim::simulate_training(plat, prof, dedicated(strategy, 64, 16, sim::CommMode::COARSE, true));
+    CHECK(folded.throughput == Approx(fine.throughput).epsilon(0.03));
+    CHECK(folded.inter_node_bytes == Approx(fine.inter_node_bytes).epsilon(1e-9));
+    CHECK(folded.flows * 4 <= fine.flows);  // 48 layers on 16 servers: no push merges, only the fold
+  }
+}
+
+TEST_CASE("sim::PsExchange: colocated servers and variability are not folded", "[sim][ps]") {
+  const auto prof = profile(48);
+  const auto plat = dragonfly(1);
+  auto colocated = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
+  colocated.ps_placement = sim::PsPlacement::COLOCATED;
+  auto colocated_plain = colocated;
+  colocated_plain.ps_fold = false;
+  CHECK(sim::simulate_training(plat, prof, colocated).flows == sim::simulate_training(plat, prof, colocated_plain).flows);
+  auto jitter = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
+  jitter.variability.jitter_cv = 0.05;
+  auto jitter_plain = jitter;
+  jitter_plain.ps_fold = false;
+  CHECK(sim::simulate_training(plat, prof, jitter).flows == sim::simulate_training(plat, prof, jitter_plain).flows);
+}

@@ -5,11 +5,16 @@
 // node sum their gradients on the node's first GPU, which pushes and pulls for the node.
 // Coarse mode (docs/simulation-training.md) merges a unit's per-layer pushes into at most
 // COARSE_PUSH_GROUPS groups of about equal bytes: one push flow per group and server, one pull per shard.
+// With dedicated servers it also folds the worker nodes of each switch onto one representative that
+// sends every flow for all of them, on its own links scaled by the fold (World::fold_nodes); the others
+// mirror its events. Exact for max-min sharing (docs/simulation-training.md, "Folded workers").
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <numeric>
+#include <unordered_map>
 
 #include "platforms/transport.hpp"
 #include "sim/src/exchange/exchange.hpp"
@@ -45,6 +50,7 @@ class PsExchange final : public Exchange {
     ranks_.assign(static_cast<std::size_t>(replay.workers()), RankState{});
     units_done_.assign(static_cast<std::size_t>(replay.iterations()), 0);
     nodes_.resize(static_cast<std::size_t>(replay.layout().nodes));
+    fold_nodes(resolve_mode(point.comm_mode, replay.workers()) == CommMode::COARSE);
   }
 
   int servers() const override { return servers_; }
@@ -62,8 +68,12 @@ class PsExchange final : public Exchange {
     auto& rs = ranks_[static_cast<std::size_t>(rank)];
     rs = RankState{};
     auto& w = replay_.world();
+    if (folded(rank)) {  // its parameters arrive when its representative's do
+      mirror_wait(representative(rank), it, GATE_EVENT, [this, rank, it] { replay_.release_gate(rank, it); });
+      return;
+    }
     if (variant_ != Variant::REPLICATED) {
-      pull_all(rank, it, w.worker_host(rank), node_of(rank), [this, rank, it] { replay_.release_gate(rank, it); });
+      pull_all(rank, it, w.worker_host(rank), node_of(rank), [this, rank, it] { release(rank, it); });
       return;
     }
     const int n = node_of(rank);
@@ -71,9 +81,9 @@ class PsExchange final : public Exchange {
     pull_all(rank, it, w.worker_host(rank), n, [this, n, rank, it] {
       auto& world = replay_.world();
       for (int q = leader_of(n) + 1; q < leader_of(n) + local_count(n); ++q)
-        replay_.transfer(world.worker_host(rank), n, world.worker_host(q), n, replay_.plan().grad_bytes,
-                         [this, q, it] { replay_.release_gate(q, it); });
-      replay_.release_gate(rank, it);
+        replay_.transfer(world.worker_host(rank), n, world.worker_host(q), n, replay_.plan().grad_bytes * fold(n),
+                         [this, q, it] { release(q, it); });
+      release(rank, it);
     });
   }
 
@@ -149,6 +159,91 @@ class PsExchange final : public Exchange {
     }
   }
 
+  // Folding (coarse mode). Events a folded rank mirrors: its parameters (gate) and each push group.
+  static constexpr int GATE_EVENT = 0;
+  struct Mirror {
+    bool done = false;
+    std::vector<Callback> waiters;
+  };
+
+  // Folds the worker nodes switch by switch (leaf switch, dragonfly router; a star's single switch)
+  // onto each switch's first node, where that is exact for max-min sharing: every flow on a shared link
+  // then stands for the same number of workers (docs/simulation-training.md). So only with dedicated
+  // servers (a colocated server makes its node unlike the others), coarse mode, synthetic input (no
+  // per-node I/O flows), equal compute times (no variability), full nodes and whole switches.
+  void fold_nodes(bool coarse) {
+    const int nodes = layout().nodes;
+    rep_node_.resize(static_cast<std::size_t>(nodes));
+    std::iota(rep_node_.begin(), rep_node_.end(), 0);
+    fold_of_.assign(static_cast<std::size_t>(nodes), 1);
+    const auto& point = replay_.point();
+    if (!coarse || !point.ps_fold || !dedicated() || point.data != DataMode::SYNTHETIC || nodes < 2) return;
+    if (replay_.workers() != nodes * layout().workers_per_node) return;
+    for (int it = 0; it < replay_.iterations(); ++it)
+      for (int r = 1; r < replay_.workers(); ++r)
+        if (replay_.factor(r, it) != replay_.factor(0, it)) return;
+    const auto& net = replay_.platform().network;
+    int per_switch = 1;
+    switch (net.topology) {
+      case platforms::TopologyKind::STAR: per_switch = nodes; break;
+      case platforms::TopologyKind::FAT_TREE: per_switch = net.fat_tree.down.empty() ? 1 : net.fat_tree.down[0]; break;
+      case platforms::TopologyKind::DRAGONFLY: per_switch = net.dragonfly.nodes_per_router; break;
+      case platforms::TopologyKind::TORUS: per_switch = 1; break;
+    }
+    if (per_switch < 2 || nodes % per_switch != 0) return;
+    // The servers' hosts the routes are checked against: a spread sample.
+    constexpr int ROUTE_CHECK_SERVERS = 8;
+    std::vector<int> used;
+    for (int s = 0; s < servers_; ++s)
+      if (shard_bytes_[static_cast<std::size_t>(s)] > 0) used.push_back(s);
+    std::vector<simgrid::s4u::Host*> refs;
+    const std::size_t step = std::max<std::size_t>(1, used.size() / ROUTE_CHECK_SERVERS);
+    for (std::size_t i = 0; i < used.size(); i += step) refs.push_back(server_host(used[i]));
+    if (!used.empty() && refs.back() != server_host(used.back())) refs.push_back(server_host(used.back()));
+    std::vector<std::vector<int>> groups;
+    for (int first = 0; first < nodes; first += per_switch) {
+      groups.emplace_back(static_cast<std::size_t>(per_switch));
+      std::iota(groups.back().begin(), groups.back().end(), first);
+    }
+    const int k = replay_.world().fold_nodes(groups, refs);
+    if (k <= 1) return;
+    for (const auto& g : groups) {
+      fold_of_[static_cast<std::size_t>(g[0])] = k;
+      for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
+    }
+  }
+  int fold(int node) const { return fold_of_[static_cast<std::size_t>(node)]; }
+  bool folded(int rank) const { return rep_node_[static_cast<std::size_t>(node_of(rank))] != node_of(rank); }
+  int representative(int rank) const {
+    return rep_node_[static_cast<std::size_t>(node_of(rank))] * layout().workers_per_node + rank % layout().workers_per_node;
+  }
+  Mirror& mirror(int rank, int it, int event) {
+    const auto key = (static_cast<std::int64_t>(rank) * replay_.iterations() + it) *
+                         static_cast<std::int64_t>(group_bytes_.size() + 1) + event;
+    return mirrors_[key];
+  }
+  // A representative's event happened: the ranks it stands for go on.
+  void mirror_fire(int rank, int it, int event) {
+    if (fold(node_of(rank)) <= 1) return;
+    auto& m = mirror(rank, it, event);
+    m.done = true;
+    auto waiters = std::move(m.waiters);
+    m.waiters.clear();
+    for (auto& w : waiters) w();
+  }
+  void mirror_wait(int rep, int it, int event, Callback done) {
+    auto& m = mirror(rep, it, event);
+    if (m.done) {
+      replay_.world().after(0, std::move(done));
+      return;
+    }
+    m.waiters.push_back(std::move(done));
+  }
+  void release(int rank, int it) {
+    replay_.release_gate(rank, it);
+    mirror_fire(rank, it, GATE_EVENT);
+  }
+
   const Layout& layout() const { return replay_.layout(); }
   int node_of(int r) const { return r / layout().workers_per_node; }
   int leader_of(int n) const { return n * layout().workers_per_node; }
@@ -177,7 +272,7 @@ class PsExchange final : public Exchange {
       const double bytes = shard_bytes_[static_cast<std::size_t>(s)];
       if (bytes <= 0) continue;
       rpc_then_transfer(shard_calls_[static_cast<std::size_t>(s)], server_host(s), server_node(s), dst, dst_node, bytes,
-                        [this, pending, finish, r, it, s, t0] {
+                        fold(dst_node), [this, pending, finish, r, it, s, t0] {
         const double now = replay_.world().now();
         if (replay_.tracing(it))
           replay_.trace().add(TraceRecorder::Group::SERVERS, s, fmt::format("pull by worker {}", r), "pull", t0, now);
@@ -191,18 +286,32 @@ class PsExchange final : public Exchange {
 
   void push_group(int r, int it, std::size_t g, simgrid::s4u::Host* src, int src_node, int* outstanding,
                   Callback on_all_done) {
+    const int event = 1 + static_cast<int>(g);
+    const bool any = std::any_of(group_bytes_[g].begin(), group_bytes_[g].end(), [](double b) { return b > 0; });
+    if (!any) return;
+    if (folded(r)) {  // done when the representative's push of the same group is
+      ++*outstanding;
+      mirror_wait(representative(r), it, event, [outstanding, on_all_done] {
+        if (--*outstanding == 0) on_all_done();
+      });
+      return;
+    }
     const double t0 = replay_.world().now();
+    const int k = fold(src_node);
+    auto group_left = std::make_shared<int>(0);
     for (int s = 0; s < servers_; ++s) {
       const double bytes = group_bytes_[g][static_cast<std::size_t>(s)];
       if (bytes <= 0) continue;
       ++*outstanding;
+      ++*group_left;
       rpc_then_transfer(group_calls_[g][static_cast<std::size_t>(s)], src, src_node, server_host(s), server_node(s),
-                        bytes, [this, r, it, s, t0, outstanding, on_all_done] {
+                        bytes, k, [this, r, it, s, t0, event, group_left, outstanding, on_all_done] {
                          const double now = replay_.world().now();
                          replay_.record_comm(r, it, t0, now);
                          if (replay_.tracing(it))
                            replay_.trace().add(TraceRecorder::Group::SERVERS, s, fmt::format("push from worker {}", r),
                                                "push", t0, now);
+                         if (--*group_left == 0) mirror_fire(r, it, event);
                          if (--*outstanding == 0) on_all_done();
                        });
     }
@@ -212,16 +321,18 @@ class PsExchange final : public Exchange {
   // Its software time runs in series before the flow: rpc_cost_s(calls, bytes) from the transport row.
   double rpc_delay_s(double calls, double bytes) const { return rpc_ ? rpc_->rpc_cost_s(calls, bytes) : 0.0; }
 
+  // `fold`: the flow carries that many nodes' bytes (a representative's); the RPC cost is one node's.
   void rpc_then_transfer(double calls, simgrid::s4u::Host* src, int src_node, simgrid::s4u::Host* dst, int dst_node,
-                         double bytes, Callback done) {
+                         double bytes, int fold, Callback done) {
     const double delay = rpc_delay_s(calls, bytes);
+    const double flow_B = bytes * fold;
     if (delay <= 0) {
-      replay_.transfer(src, src_node, dst, dst_node, bytes, std::move(done));
+      replay_.transfer(src, src_node, dst, dst_node, flow_B, std::move(done));
       return;
     }
     replay_.count_activity();
-    replay_.world().after(delay, [this, src, src_node, dst, dst_node, bytes, done = std::move(done)]() mutable {
-      replay_.transfer(src, src_node, dst, dst_node, bytes, std::move(done));
+    replay_.world().after(delay, [this, src, src_node, dst, dst_node, flow_B, done = std::move(done)]() mutable {
+      replay_.transfer(src, src_node, dst, dst_node, flow_B, std::move(done));
     });
   }
 
@@ -269,11 +380,11 @@ class PsExchange final : public Exchange {
       ++ni.buckets_pushed;
       maybe_node_done(n, it);
     };
-    if (r == leader) {
+    if (r == leader || folded(r)) {  // a folded node's copies are its representative's
       arrived();
     } else {
       auto& w = replay_.world();
-      replay_.transfer(w.worker_host(r), n, w.worker_host(leader), n, group_total_B_[g], arrived);
+      replay_.transfer(w.worker_host(r), n, w.worker_host(leader), n, group_total_B_[g] * fold(n), arrived);
     }
   }
 
@@ -313,6 +424,9 @@ class PsExchange final : public Exchange {
   std::vector<RankState> ranks_;
   std::vector<int> units_done_;
   std::vector<std::vector<NodeIter>> nodes_;
+  std::vector<int> rep_node_;  // [node]: the node whose flows stand for it (itself when not folded)
+  std::vector<int> fold_of_;   // [node]: nodes a representative stands for (1: not folded)
+  std::unordered_map<std::int64_t, Mirror> mirrors_;  // [(rank, iteration, event)] of representatives
 };
 
 }  // namespace
