@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fits each transport's factor bands and caps from benchmarks/data/transports/osu_points.csv.
+"""Fits each transport's factor bands and caps from benchmarks/data/transports/osu_points.csv, and the
+pcie transport's DMA efficiency and host staging path from benchmarks/data/transports/pcie_points.csv.
 
 Method (docs/transports.md): per band of message sizes, a weighted least-squares line
 t(s) = a + s / b through the published osu_latency one-way times (weights 1/t^2, i.e. relative
@@ -14,6 +15,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data", "transports", "osu_points.csv")
+PCIE_DATA = os.path.join(HERE, "data", "transports", "pcie_points.csv")
+PCIE_GEN3_X16_BPS = 8e9 * 16 / 8 * 128 / 130  # per direction
+STAGING_CHUNK_B = 262144  # MVAPICH2 MV2_CUDA_BLOCK_SIZE, as rdma-host-staged
+UNIT_BPS = {"MBps_1024k": 1.024e6, "GBps": 1e9}
 
 # Per transport: the curve fitted (a substring of its fabric column), the band boundaries (bytes), and
 # the curves only checked. Boundaries sit at the protocol switches visible in the fitted curve: UCX
@@ -65,6 +70,40 @@ def curve_of(pts, transport, fabric):
                   if p["transport"] == transport and p["bench"] == "osu_latency" and fabric in p["fabric"])
 
 
+def fit_pcie():
+    """pcie: DMA efficiency from pinned bandwidthTest, host staging path from NCCL SHM; checks printed."""
+    with open(PCIE_DATA) as f:
+        rows = [r for r in csv.reader(line for line in f if not line.startswith("#"))]
+    pts = [dict(bench=r[1], setup=r[2], value=float(r[4]) * UNIT_BPS[r[5]], use=r[6], src=r[7]) for r in rows]
+    dma = [p["value"] for p in pts if p["bench"].startswith("bandwidthTest") and p["use"] == "fit"]
+    eff = sum(dma) / len(dma) / PCIE_GEN3_X16_BPS
+    shm = [p["value"] for p in pts if p["bench"] == "nccl_allreduce_busbw_shm"][0]
+    host_eff = 2 * shm / PCIE_GEN3_X16_BPS  # two opposite flows shared the host path
+    print(f"\n## pcie (from {os.path.relpath(PCIE_DATA, os.path.dirname(HERE))}), gen3 x16 = {PCIE_GEN3_X16_BPS / 1e9:.3f} GB/s")
+    print(f"link_efficiency = {eff:.4f} (mean of {len(dma)} pinned bandwidthTest figures, {sum(dma) / len(dma) / 1e9:.3f} GB/s)")
+    print(f"host_staging_efficiency = {host_eff:.4f} (2 x {shm / 1e9:.2f} GB/s NCCL SHM allreduce, bidirectional)")
+    dma_Bps, host_Bps = eff * PCIE_GEN3_X16_BPS, host_eff * PCIE_GEN3_X16_BPS
+    copy_s = 1e-6 + STAGING_CHUNK_B / dma_Bps  # 1 us per DMA chunk (the platforms' node.intra.latency_s)
+    one_staged = STAGING_CHUNK_B / max(copy_s, STAGING_CHUNK_B / host_Bps)  # one flow through a host path
+    model = {  # the model's large-message rate for each check, B/s
+        "nccl_p2p_in_switch": dma_Bps,
+        "nccl_allreduce_busbw_shm": host_Bps / 2, "nccl_allgather_busbw_shm": host_Bps / 2,
+        "nccl_reducescatter_busbw_shm": host_Bps / 2,
+        "nccl_broadcast_busbw_shm": one_staged, "nccl_reduce_busbw_shm": one_staged,
+        "nccl_shm_across_sockets": one_staged, "cudaMemcpyPeer_staged": one_staged,
+    }
+    print("check                          published_GBps  model_GBps  error_%  setup")
+    for p in pts:
+        if p["bench"] not in model:
+            continue
+        m = model[p["bench"]]
+        print(f"{p['bench']:<30} {p['value'] / 1e9:14.2f}  {m / 1e9:10.2f}  {100 * (m - p['value']) / p['value']:+7.1f}  "
+              f"{p['setup'][:60]}")
+    for p in pts:
+        if "other socket" in p["setup"]:
+            print(f"not modelled: {p['bench']} {p['value'] / 1e9:.2f} GB/s ({p['setup']})")
+
+
 def main():
     pts = load()
     print("# Transport fit (benchmarks/fit_transports.py) from", os.path.relpath(DATA, os.path.dirname(HERE)))
@@ -98,6 +137,7 @@ def main():
         print(f"  single stream {p['value']} {p['unit']}: {p['fabric']}")
     for p in (p for p in pts if p["transport"] == "tcp" and p["bench"] == "small_latency"):
         print(f"  small-message latency {p['value']} {p['unit']}: {p['fabric']} (platform per_message_overhead_s check)")
+    fit_pcie()
     return 0
 
 

@@ -34,6 +34,9 @@ struct IntraNode {
   std::string transport = "ideal";
   std::vector<NvlinkPair> pairs;  // nvlink: the direct connections (any other pair goes through PCIe)
   int links_per_gpu = 0;          // nvswitch: NVLink bricks from each GPU into the switches
+  // pcie: GPUs under different CPU sockets reach each other peer to peer (false, the default: no P2P
+  // through QPI/UPI, so bytes are staged through host memory; docs/transports.md)
+  bool p2p_across_sockets = false;
   std::string source;
   std::string assumptions;        // figures assumed, and why
 };
@@ -104,6 +107,8 @@ struct Node {
   int nics = 1;
   IntraNode intra;
   std::string source;  // where the node figures come from
+  // The CPU socket GPU `gpu` hangs off: GPUs split evenly and in order across cpu_sockets.
+  int gpu_socket(int gpu) const;
 };
 
 struct Platform {

@@ -36,7 +36,13 @@ struct Transport {
   std::vector<FactorBand> bands{{0, 1, 1}};  // ascending min_size_B, the first at 0
   double connection_rate_Bps = 0;   // SOCKET: rate cap of one connection (copy + segment processing); 0 = none
   int default_connections_per_peer = 1;  // SOCKET: connections opened per peer pair
-  double chunk_B = 0;               // HOST_STAGED: pipeline chunk
+  double chunk_B = 0;               // HOST_STAGED, and DEVICE_LINK crossing CPU sockets: pipeline chunk
+  // DEVICE_LINK: fraction of the nominal device link (node.intra.link_bandwidth_Bps) that DMA copies reach,
+  // used instead of the network's protocol_efficiency; 0 = use protocol_efficiency.
+  double link_efficiency = 0;
+  // DEVICE_LINK without peer-to-peer (GPUs under different CPU sockets): capacity of one socket's host-memory
+  // path for device bytes staged through it, both directions sharing it, as a fraction of the device link.
+  double host_staging_efficiency = 0;
   double rpc_per_call_s = 0;        // RPC: software time of one call (framing, dispatch), beyond the wire
   double rpc_software_Bps = 0;      // RPC: rate of the serial per-byte work (serialisation copies); 0 = none
   std::string source;               // where the constants come from (docs/transports.md, benchmarks/data/transports)
@@ -44,9 +50,10 @@ struct Transport {
   const FactorBand& band(double bytes) const;  // the band holding a message of `bytes`
   // Multiplier of the route latency for a message of `bytes`.
   double latency_factor(double bytes) const { return band(bytes).latency_factor; }
-  // Multiplier of the route's bottleneck bandwidth; tends to protocol_efficiency for large messages.
+  // Multiplier of the route's bottleneck bandwidth; tends to link_efficiency when set, else to
+  // protocol_efficiency, for large messages.
   double bandwidth_factor(double bytes, double protocol_efficiency) const {
-    return protocol_efficiency * band(bytes).bandwidth_scale;
+    return (link_efficiency > 0 ? link_efficiency : protocol_efficiency) * band(bytes).bandwidth_scale;
   }
   // RPC: software time of `calls` calls moving `bytes` in all, in series with the wire:
   // calls x rpc_per_call_s + bytes / rpc_software_Bps. 0 for other models.

@@ -155,7 +155,8 @@ std::string parse_transport(Reader& r, const YAML::Node& map, const std::string&
 IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) {
   yaml::check_keys(map,
                    {"kind", "link_bandwidth_Bps", "latency_s", "devices_per_switch", "uplink_bandwidth_Bps",
-                    "links_per_pair", "pairs", "links_per_gpu", "transport", "source", "assumptions"},
+                    "links_per_pair", "pairs", "links_per_gpu", "p2p_across_sockets", "transport", "source",
+                    "assumptions"},
                    r.origin(), ctx);
   IntraNode in;
   in.kind = parse_enum<IntraNodeKind>(r, map, "kind", ctx,
@@ -172,6 +173,9 @@ IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) 
   in.transport = parse_transport(r, map, ctx, TransportScope::INTRA_NODE,
                                  default_intra_transport(r.text(map, "kind", ctx, true)));
   in.links_per_gpu = r.integer(map, "links_per_gpu", ctx, false, 1, 64, 0);
+  in.p2p_across_sockets = yaml::optional<bool>(map, "p2p_across_sockets", false, r.origin(), ctx);
+  if (map["p2p_across_sockets"] && in.kind != IntraNodeKind::PCIE)
+    r.fail(map["p2p_across_sockets"], ctx, "field 'p2p_across_sockets' is only for kind 'pcie'");
   // Fields a kind does not use are errors, not silently ignored.
   if (map["links_per_pair"] && in.kind != IntraNodeKind::NVLINK_HYBRID_CUBE_MESH)
     r.fail(map["links_per_pair"], ctx, "field 'links_per_pair' is only for kind 'nvlink-hybrid-cube-mesh'");
@@ -479,6 +483,12 @@ int Network::hops_between_nodes() const {
 
 double Network::message_time_s(double bytes, int hops) const {
   return per_message_overhead_s + hops * latency_s + bytes / (link_bandwidth_Bps * protocol_efficiency);
+}
+
+int Node::gpu_socket(int gpu) const {
+  const int sockets = std::max(1, cpu_sockets);
+  const int per_socket = std::max(1, (gpus + sockets - 1) / sockets);
+  return std::min(sockets - 1, std::max(0, gpu) / per_socket);
 }
 
 const Device& Platform::worker_device() const {

@@ -152,6 +152,15 @@ struct NodeBuilder {
       via_nic.emplace_back(nic, Dir::UP);
       add_both(zone, devs[g]->get_netpoint(), gw, via_nic);
     }
+    // Host-memory path of each socket for device bytes staged across sockets: one shared link (both
+    // directions), so opposite staged flows through one socket split it (NCCL SHM, docs/transports.md).
+    std::vector<s4u::Link*> host_stage;
+    if (pcie && gpus > 1 && host_staged_across_sockets(p)) {
+      const double stage_Bps =
+          intra.link_bandwidth_Bps * platforms::transport_by_name(intra.transport).host_staging_efficiency;
+      for (int k = 0; k < p.node.cpu_sockets; ++k)
+        host_stage.push_back(zone->create_link(fmt::format("{}-host{}-stage", tag, k), stage_Bps)->set_latency(0));
+    }
     auto reversed_down = [](std::vector<LinkInRoute> up) {
       std::vector<LinkInRoute> down;
       for (auto it = up.rbegin(); it != up.rend(); ++it)
@@ -223,6 +232,17 @@ struct NodeBuilder {
           }
         } else if (pcie && !switches.empty() && a / intra.devices_per_switch == b / intra.devices_per_switch) {
           route = {LinkInRoute(own[a], Dir::UP), LinkInRoute(own[b], Dir::DOWN)};  // peer to peer under one switch
+        } else if (!host_stage.empty() && p.node.gpu_socket(a) != p.node.gpu_socket(b)) {
+          // Staged through the receiver's socket memory, each direction on its own route.
+          auto staged = [&](int from, int to) {
+            std::vector<LinkInRoute> r = to_cpu[from];
+            r.emplace_back(host_stage[p.node.gpu_socket(to)]);
+            for (auto& l : reversed_down(to_cpu[to])) r.push_back(l);
+            return resolve(r, false);
+          };
+          zone->add_route(devs[a]->get_netpoint(), devs[b]->get_netpoint(), nullptr, nullptr, staged(a, b), false);
+          zone->add_route(devs[b]->get_netpoint(), devs[a]->get_netpoint(), nullptr, nullptr, staged(b, a), false);
+          continue;
         } else {
           route = to_cpu[a];
           for (auto& l : reversed_down(to_cpu[b])) route.push_back(l);
@@ -365,6 +385,11 @@ LinkRole describe_link(const std::string& name) {
       const std::string where = fmt::format("node {} ", node);
       if (part == "nic") return {"nic", node, where + (up ? "NIC (sending)" : "NIC (receiving)")};
       if (part == "ssd") return {"storage", node, where + "SSD"};
+      if (part.starts_with("host") && part.ends_with("-stage")) {
+        std::size_t e1 = 0;
+        return {"host-staging", node,
+                fmt::format("{}socket {} host memory (device bytes staged across sockets)", where, number_after(part, 4, &e1))};
+      }
       std::size_t e2 = 0;
       if (part.starts_with("sw") && part.ends_with("-up"))
         return {"pcie-switch", node,
@@ -383,6 +408,13 @@ LinkRole describe_link(const std::string& name) {
   if (base == "backbone") return {"fabric", -1, "switch backbone"};
   if (base == "pfs") return {"storage", -1, "parallel file system"};
   return {"fabric", -1, "fabric link " + name};
+}
+
+bool host_staged_across_sockets(const platforms::Platform& p) {
+  const auto& in = p.node.intra;
+  return in.kind == platforms::IntraNodeKind::PCIE && p.node.cpu_sockets >= 2 && p.node.gpus >= 2 &&
+         !in.p2p_across_sockets &&
+         platforms::transport_by_name(in.transport, platforms::TransportScope::INTRA_NODE).host_staging_efficiency > 0;
 }
 
 void configure_network_model(const platforms::Platform& /*p*/) {

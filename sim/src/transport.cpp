@@ -20,14 +20,19 @@ FlowTransports::FlowTransports(const platforms::Platform& p, const BuiltPlatform
       intra_(&platforms::transport_by_name(p.node.intra.transport, platforms::TransportScope::INTRA_NODE)),
       efficiency_(p.network.protocol_efficiency),
       port_Bps_(p.network.link_bandwidth_Bps),
-      copy_Bps_(p.node.intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH ? p.node.intra.uplink_bandwidth_Bps
-                                                                                       : p.node.intra.link_bandwidth_Bps),
+      copy_Bps_((p.node.intra.kind == platforms::IntraNodeKind::NVLINK_HYBRID_CUBE_MESH ? p.node.intra.uplink_bandwidth_Bps
+                                                                                        : p.node.intra.link_bandwidth_Bps) *
+                (intra_->link_efficiency > 0 ? intra_->link_efficiency : 1.0)),
       copy_latency_s_(p.node.intra.latency_s),
+      staged_across_sockets_(host_staged_across_sockets(p)),
+      host_stage_Bps_(p.node.intra.link_bandwidth_Bps * intra_->host_staging_efficiency),
       connections_(p.network.connections_per_peer > 0 ? p.network.connections_per_peer
                                                       : network_->default_connections_per_peer) {
   const bool gpus = p.has_gpus();
+  const int per_node = std::max(1, built.workers_per_node);
   for (size_t r = 0; r < built.workers.size(); ++r)
-    places_[built.workers[r]] = {static_cast<int>(r) / std::max(1, built.workers_per_node), gpus};
+    places_[built.workers[r]] = {static_cast<int>(r) / per_node, gpus,
+                                 gpus ? p.node.gpu_socket(static_cast<int>(r) % per_node) : 0};
   for (size_t n = 0; n < built.node_hosts.size(); ++n) places_[built.node_hosts[n]] = {static_cast<int>(n), false};
   for (size_t n = 0; n < built.storage_hosts.size(); ++n)
     if (built.storage_hosts[n] != nullptr) places_[built.storage_hosts[n]] = {static_cast<int>(n), false};
@@ -54,8 +59,9 @@ double FlowTransports::latency_factor(double bytes, const s4u::Host* src, const 
 
 double FlowTransports::bandwidth_factor(double bytes, const s4u::Host* src, const s4u::Host* dst,
                                         double route_min_Bps) const {
-  const double factor = transport_of(src, dst).bandwidth_factor(bytes, efficiency_);
-  const double cap = plan(src, dst, bytes).rate_cap_Bps;
+  const FlowPlan pl = plan(src, dst, bytes);
+  const double factor = pl.cap_only ? 1.0 : transport_of(src, dst).bandwidth_factor(bytes, efficiency_);
+  const double cap = pl.rate_cap_Bps;
   // SimGrid bounds a flow at factor x its route's slowest link: a cap below that is a smaller factor.
   if (cap > 0 && route_min_Bps > 0) return std::min(factor, cap / route_min_Bps);
   return factor;
@@ -63,7 +69,18 @@ double FlowTransports::bandwidth_factor(double bytes, const s4u::Host* src, cons
 
 FlowPlan FlowTransports::plan(const s4u::Host* src, const s4u::Host* dst, double bytes) const {
   FlowPlan plan;
-  if (!inter_node(src, dst)) return plan;
+  if (!inter_node(src, dst)) {
+    const Place* a = place(src);
+    const Place* b = place(dst);
+    if (staged_across_sockets_ && a != nullptr && b != nullptr && a->device && b->device && a->socket != b->socket) {
+      // D2H copy, host-memory hop, H2D copy, pipelined in chunks (NCCL SHM / CUDA-aware MPI staging).
+      const auto pipe = platforms::staged_pipeline(bytes, intra_->chunk_B, 2, copy_latency_s_, copy_Bps_, host_stage_Bps_);
+      plan.start_delay_s = pipe.fill_s;
+      plan.rate_cap_Bps = pipe.stage_rate_Bps;
+      plan.cap_only = true;
+    }
+    return plan;
+  }
   switch (network_->model) {
     case platforms::TransportModel::SOCKET:
       plan.rate_cap_Bps = connections_ * network_->connection_rate_Bps;

@@ -21,6 +21,7 @@ struct BuiltPlatform;
 struct FlowPlan {
   double start_delay_s = 0;  // host-staged: pipeline fill and drain of the copies
   double rate_cap_Bps = 0;   // 0 = none; else the flow's rate bound (TCP connections, staged pipeline rate)
+  bool cap_only = false;     // staged inside a node: the cap alone bounds the flow (its stages hold the DMA rate)
 };
 
 class FlowTransports {
@@ -38,6 +39,7 @@ class FlowTransports {
   struct Place {
     int node = -1;
     bool device = false;  // a GPU (its buffers sit behind the device link)
+    int socket = 0;       // the CPU socket a GPU hangs off (platforms::Node::gpu_socket)
   };
   const Place* place(const simgrid::s4u::Host* h) const;
   bool inter_node(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
@@ -46,8 +48,10 @@ class FlowTransports {
   const platforms::Transport* intra_;
   double efficiency_;
   double port_Bps_;          // one NIC port
-  double copy_Bps_;          // device <-> host copy path (the device's PCIe link)
+  double copy_Bps_;          // device <-> host copy rate (the device's PCIe link x the pcie DMA efficiency)
   double copy_latency_s_;
+  bool staged_across_sockets_;  // pcie without P2P between sockets: such GPU pairs stage through host memory
+  double host_stage_Bps_;       // one socket's host-memory path for staged device bytes
   int connections_;
   std::unordered_map<const simgrid::s4u::Host*, Place> places_;
 };

@@ -58,10 +58,12 @@ TEST_CASE("platforms::Transport: every row is well formed", "[platforms]") {
   }
 }
 
-TEST_CASE("platforms::Transport: the factor curve at large sizes tends to the protocol efficiency", "[platforms]") {
+TEST_CASE("platforms::Transport: the factor curve at large sizes tends to the protocol (or stated DMA) efficiency",
+          "[platforms]") {
   for (const auto& t : transports()) {
     INFO(t.name);
-    CHECK(t.bandwidth_factor(1e12, 0.93) == Approx(0.93));
+    CHECK(t.bandwidth_factor(1e12, 0.93) == Approx(t.link_efficiency > 0 ? t.link_efficiency : 0.93));
+    if (t.link_efficiency > 0) CHECK(t.model == TransportModel::DEVICE_LINK);
     // Monotone: a larger message never gets a smaller share of the bandwidth.
     double last = 0;
     for (double s = 1; s <= 1e9; s *= 2) {
@@ -174,4 +176,44 @@ TEST_CASE("platforms::load_platform: bad transport fields name file, line and fi
   CHECK(contains(error_of("Myrinet", ""), "missing field 'transport' (no default for this technology"));
   CHECK(contains(error_of("EDR InfiniBand", "  connections_per_peer: 2\n"), "applies to socket transports"));
   CHECK(contains(error_of("10 GbE", "  connections_per_peer: 0\n"), "connections_per_peer"));
+}
+
+TEST_CASE("platforms::Transport: pcie constants follow from the published microbenchmarks", "[platforms]") {
+  const auto& pcie = transport_by_name("pcie", TransportScope::INTRA_NODE);
+  const double gen3_x16_Bps = 8e9 * 16 / 8 * 128.0 / 130.0;
+  // bandwidthTest pinned (MB/s of 1.024e6 B/s): Microway 11688.2 / 12886.0, gearshifft 12150.7 / 12890.6.
+  const double dma_Bps = (11688.2 + 12886.0 + 12150.7 + 12890.6) / 4 * 1.024e6;
+  CHECK(pcie.link_efficiency == Approx(dma_Bps / gen3_x16_Bps).epsilon(1e-12));
+  CHECK(pcie.link_efficiency == Approx(0.806).margin(0.001));
+  CHECK(pcie.host_staging_efficiency == Approx(2 * 3.9e9 / gen3_x16_Bps).epsilon(1e-12));  // NCCL SHM, nccl#384
+  CHECK(pcie.chunk_B == 262144);
+  // Large PCIe messages reach the DMA efficiency, whatever the network's protocol efficiency.
+  CHECK(pcie.bandwidth_factor(1e9, 0.5) == Approx(pcie.link_efficiency).epsilon(1e-12));
+}
+
+TEST_CASE("platforms::load_platform: p2p_across_sockets is a pcie field, a boolean, false by default", "[platforms]") {
+  CHECK(!load_text("EDR InfiniBand", "").node.intra.p2p_across_sockets);
+  {
+    std::string text = EDR_STAR;
+    text.replace(text.find("TECH"), 4, "EDR InfiniBand");
+    text.replace(text.find("EXTRA"), 5, "");
+    text.replace(text.find("    source: t\nnetwork"), 14, "    p2p_across_sockets: true\n    source: t\n");
+    const auto path = std::filesystem::temp_directory_path() / ("dtsim_ttest_p2p_" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(path) << text;
+    std::string msg;
+    try {
+      (void)load_platform(path.string());
+    } catch (const dtsim::InputError& e) {
+      msg = e.what();
+    }
+    std::filesystem::remove(path);
+    CHECK(contains(msg, "field 'p2p_across_sockets' is only for kind 'pcie'"));
+    CHECK(contains(msg, "dtsim_ttest_p2p_"));
+  }
+  Platform p = load_platform("aws-p2-8xlarge");
+  CHECK(!p.node.intra.p2p_across_sockets);
+  CHECK(p.node.gpu_socket(3) == 0);
+  CHECK(p.node.gpu_socket(4) == 1);
+  p.node.cpu_sockets = 1;
+  CHECK(p.node.gpu_socket(7) == 0);
 }

@@ -125,3 +125,74 @@ TEST_CASE("sim::Platform builder: a CPU rank reaches the NIC without crossing th
   const double intra = in_world(p, {2, 2, 0}, [&](World& w) { return one_flow(w, w.worker_host(0), w.worker_host(1), bytes); });
   CHECK(bytes / intra == Approx(5e9).epsilon(1e-9));
 }
+
+namespace {
+// 4 GPUs per node, 2 per PCIe switch, switch 0 under CPU socket 0 and switch 1 under socket 1; pcie transport.
+platforms::Platform two_socket_pcie() {
+  auto p = test_platforms::gpu_fat_tree(4, 4);  // PCIe 16 GB/s links and uplinks, 1 us
+  p.node.cpu_sockets = 2;
+  p.node.intra.transport = "pcie";
+  return p;
+}
+}  // namespace
+
+TEST_CASE("sim::Transport: a PCIe flow never exceeds its DMA band", "[sim]") {
+  const auto& pcie = platforms::transport_by_name("pcie");
+  auto p = two_socket_pcie();
+  p.network.protocol_efficiency = 0.5;  // the network's efficiency does not apply inside the node
+  const double bytes = 1e9;
+  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 2}, std::pair{3, 0}}) {
+    const double rate = in_world(p, {1, 4, 0}, [&](World& w) {
+      const double t = one_flow(w, w.worker_host(a), w.worker_host(b), bytes);
+      return bytes / (t - w.message_latency_s(w.worker_host(a), w.worker_host(b), bytes));
+    });
+    INFO(a << " -> " << b);
+    CHECK(rate <= 16e9 * pcie.link_efficiency * (1 + 1e-9));
+  }
+  // Peer to peer under one switch runs exactly at the band.
+  const double t = in_world(p, {1, 4, 0}, [&](World& w) { return one_flow(w, w.worker_host(0), w.worker_host(1), bytes); });
+  CHECK(t == Approx(1e-6 + bytes / (16e9 * pcie.link_efficiency)).epsilon(1e-9));
+}
+
+TEST_CASE("sim::Transport: GPUs on different sockets stage through host memory, the pipelined sum of its copies",
+          "[sim]") {
+  const auto& pcie = platforms::transport_by_name("pcie");
+  auto p = two_socket_pcie();
+  const double bytes = 64 * pcie.chunk_B;
+  const double c = pcie.chunk_B;
+  const double copy_Bps = 16e9 * pcie.link_efficiency, host_Bps = 16e9 * pcie.host_staging_efficiency;
+  const double copy_s = 1e-6 + c / copy_Bps, host_s = c / host_Bps;
+  const double slowest = std::max(copy_s, host_s);
+  const double pipelined = 2 * copy_s + host_s + (64 - 1) * slowest;  // D2H, host hop, H2D; n chunks
+  const double t = in_world(p, {1, 4, 0}, [&](World& w) {
+    return one_flow(w, w.worker_host(1), w.worker_host(2), bytes) - w.route_latency_s(w.worker_host(1), w.worker_host(2));
+  });
+  CHECK(t == Approx(pipelined).epsilon(1e-9));
+  // Two flows staged through one socket's memory share its host path (both land on socket 1).
+  const double shared = in_world(p, {1, 4, 0}, [&](World& w) {
+    double end = 0;
+    w.transfer(w.worker_host(0), w.worker_host(2), bytes, [&]() { end = std::max(end, w.now()); });
+    w.transfer(w.worker_host(1), w.worker_host(3), bytes, [&]() { end = std::max(end, w.now()); });
+    w.run();
+    return end - w.message_latency_s(w.worker_host(0), w.worker_host(2), bytes);
+  });
+  CHECK(shared == Approx(bytes / (host_Bps / 2)).epsilon(1e-9));
+  // With P2P across sockets, or one socket, there is no staging: the plain DMA band.
+  auto p2p = p;
+  p2p.node.intra.p2p_across_sockets = true;
+  auto one_socket = p;
+  one_socket.node.cpu_sockets = 1;
+  for (const auto& q : {p2p, one_socket}) {
+    const double direct = in_world(q, {1, 4, 0}, [&](World& w) {
+      return one_flow(w, w.worker_host(1), w.worker_host(2), bytes) - w.route_latency_s(w.worker_host(1), w.worker_host(2));
+    });
+    CHECK(direct == Approx(bytes / copy_Bps).epsilon(1e-9));
+  }
+  // The ideal intra transport (platforms built in code) keeps the old route and rate.
+  auto ideal = p;
+  ideal.node.intra.transport = "ideal";
+  const double plain = in_world(ideal, {1, 4, 0}, [&](World& w) {
+    return one_flow(w, w.worker_host(1), w.worker_host(2), bytes) - w.route_latency_s(w.worker_host(1), w.worker_host(2));
+  });
+  CHECK(plain == Approx(bytes / 16e9).epsilon(1e-9));
+}

@@ -1,15 +1,42 @@
-// Transport "pcie": intra-node device path over PCIe (peer-to-peer under a switch, else through the host). Not calibrated
-// yet (no published curve in benchmarks/data/transports): Hockney with the platform's node.intra figures.
+// Transport "pcie": intra-node device path over PCIe. DMA copies reach a fixed fraction of the nominal link
+// (CUDA bandwidthTest, pinned); GPUs under different CPU sockets have no peer-to-peer and stage through host
+// memory, pipelined in chunks, through a host path both directions share (NCCL SHM). docs/transports.md.
 #include "platforms/src/transports/transports.hpp"
 
 namespace dtsim::platforms::transport_rows {
+namespace {
+// PCIe 3.0 x16, per direction: 8 GT/s x 16 lanes x 128b/130b.
+constexpr double PCIE_GEN3_X16_Bps = 8e9 * 16 / 8 * 128.0 / 130.0;
+// CUDA samples bandwidthTest, pinned, 32 MiB, Tesla P100 PCIe on gen3 x16 (H2D, D2H). bandwidthTest of that
+// era prints "MB/s" = bytes x 1024 / (ms x 2^20), i.e. units of 1.024e6 B/s:
+// Microway "Tesla P100 PCI-E 16GB up close": 11688.2, 12886.0; gearshifft PR #82 (GPU's own socket):
+// 12150.7, 12890.6. benchmarks/data/transports/pcie_points.csv.
+constexpr double BANDWIDTHTEST_MBPS[] = {11688.2, 12886.0, 12150.7, 12890.6};
+constexpr double BANDWIDTHTEST_UNIT_Bps = 1.024e6;
+constexpr double mean_dma_Bps() {
+  double sum = 0;
+  for (double v : BANDWIDTHTEST_MBPS) sum += v * BANDWIDTHTEST_UNIT_Bps;
+  return sum / (sizeof(BANDWIDTHTEST_MBPS) / sizeof(BANDWIDTHTEST_MBPS[0]));
+}
+// NVIDIA/nccl issue #384: NCCL 2.4.8, PCIe gen3 x16, NCCL_P2P_DISABLE=1 (SHM through host memory), one
+// channel, 2 GPUs: allreduce bus bandwidth 3.9 GB/s, each GPU sending and receiving at once; so the host
+// path carried 2 x 3.9 GB/s for both directions together.
+constexpr double NCCL_SHM_ALLREDUCE_BUSBW_Bps = 3.9e9;
+constexpr int NCCL_SHM_FLOWS = 2;
+}  // namespace
+
 Transport pcie() {
   Transport t;
   t.name = "pcie";
-  t.description = "intra-node device path over PCIe (peer-to-peer under a switch, else through the host)";
+  t.description = "intra-node device path over PCIe: DMA at 0.81 of the link; across CPU sockets staged through "
+                  "host memory in 256 KiB chunks";
   t.model = TransportModel::DEVICE_LINK;
   t.scope = TransportScope::INTRA_NODE;
-  t.source = "none yet: one band (latency x1, bandwidth x protocol_efficiency); docs/transports.md";
+  t.link_efficiency = mean_dma_Bps() / PCIE_GEN3_X16_Bps;
+  t.host_staging_efficiency = NCCL_SHM_FLOWS * NCCL_SHM_ALLREDUCE_BUSBW_Bps / PCIE_GEN3_X16_Bps;
+  t.chunk_B = STAGING_CHUNK_B;
+  t.source = "CUDA bandwidthTest on P100 PCIe (Microway; gearshifft PR #82); NVIDIA/nccl #384 (SHM, gen3 x16); "
+             "chunk: MVAPICH2 2.3 MV2_CUDA_BLOCK_SIZE; benchmarks/data/transports/pcie_points.csv";
   return t;
 }
 }  // namespace dtsim::platforms::transport_rows

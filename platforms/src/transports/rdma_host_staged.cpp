@@ -4,10 +4,6 @@
 
 namespace dtsim::platforms::transport_rows {
 
-// MVAPICH2 user guide, MV2_CUDA_BLOCK_SIZE (default 262144): the chunk its GPU-to-GPU pipeline copies
-// through pinned host buffers.
-constexpr double STAGING_CHUNK_B = 262144;
-
 Transport rdma_host_staged() {
   Transport t = rdma();  // the wire part is RDMA: same factor bands
   t.name = "rdma-host-staged";
