@@ -24,7 +24,7 @@ constexpr double BITS_PER_BYTE = 8;
 
 bool is_nic_side(const std::string& kind) { return kind == "nic" || kind == "switch-port"; }
 bool is_intra_node(const std::string& kind) {
-  return kind == "pcie-switch" || kind == "device-link" || kind == "nvlink";
+  return kind == "pcie-switch" || kind == "device-link" || kind == "nvlink" || kind == "host-staging";
 }
 
 std::string pct(double share) { return fmt::format("{:.0f}%", PERCENT * share); }
