@@ -70,6 +70,19 @@ dtsim::calibrate::HostModel host_model(int threads) {
   return m;
 }
 
+// A 3x3 convolution (8 channels) and its ReLU on an 8x3x16x16 input.
+dtsim::models::Model conv_relu_model() {
+  using namespace dtsim;
+  models::Model model("tiny", models::Shape{8, 3, 16, 16});
+  models::LayerParams conv;
+  conv.out_channels = 8;
+  conv.kernel_h = conv.kernel_w = 3;
+  conv.pad_h = conv.pad_w = 1;
+  model.add("conv1", models::OpKind::CONV2D, conv, {"data"});
+  model.add("relu1", models::OpKind::RELU, {}, {"conv1"});
+  return model;
+}
+
 }  // namespace
 
 TEST_CASE("calibrate::DeviceModel: CPU compute-bound pass with ideal scaling", "[calibrate]") {
@@ -182,13 +195,7 @@ TEST_CASE("calibrate::DeviceModel: batch is stripped from signatures", "[calibra
 
 TEST_CASE("calibrate::Profile: anchoring scales the step to the measured throughput", "[calibrate]") {
   using namespace dtsim;
-  models::Model model("tiny", models::Shape{8, 3, 16, 16});
-  models::LayerParams conv;
-  conv.out_channels = 8;
-  conv.kernel_h = conv.kernel_w = 3;
-  conv.pad_h = conv.pad_w = 1;
-  model.add("conv1", models::OpKind::CONV2D, conv, {"data"});
-  model.add("relu1", models::OpKind::RELU, {}, {"conv1"});
+  models::Model model = conv_relu_model();
   models::LayerParams fc;
   fc.out_channels = 10;
   model.add("fc", models::OpKind::FULLY_CONNECTED, fc, {"relu1"});
@@ -304,13 +311,7 @@ TEST_CASE("calibrate::DeviceModel: a 1-thread host with a co-run calibration cha
 TEST_CASE("calibrate::Profile: the calibrated machine at its calibrated threads gets its measured passes as timed",
           "[calibrate]") {
   using namespace dtsim;
-  models::Model model("tiny", models::Shape{8, 3, 16, 16});
-  models::LayerParams conv;
-  conv.out_channels = 8;
-  conv.kernel_h = conv.kernel_w = 3;
-  conv.pad_h = conv.pad_w = 1;
-  model.add("conv1", models::OpKind::CONV2D, conv, {"data"});
-  model.add("relu1", models::OpKind::RELU, {}, {"conv1"});
+  const models::Model model = conv_relu_model();
   // Every pass timed 10x faster than the host's roofline allows: the device model would clamp it.
   calibrate::CalibrationDb db;
   const auto host = test_host(1, 1, 1e6);  // a 1 MFLOP/s core: any real pass beats it
