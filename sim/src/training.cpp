@@ -256,6 +256,10 @@ class Replay final : public ReplayServices {
       const double sigma = std::sqrt(std::log1p(device_cv * device_cv));
       std::vector<double> device(static_cast<std::size_t>(device_of_rank(workers_ - 1)) + 1);
       for (auto& d : device) d = std::exp(sigma * normal(rng) - 0.5 * sigma * sigma);
+      // A synchronous step waits for its slowest device, so every worker runs at that device's pace.
+      // Simulating each device's own pace moved throughput by 0.6% (Inception-v3, aws-p2-xlarge, 64
+      // workers x 16 servers) but desynchronised the workers' flows and cost 20x the simulation time.
+      if (point_.strategy.exchange != "ps-async") std::fill(device.begin(), device.end(), *std::max_element(device.begin(), device.end()));
       for (int it = 0; it < iters_; ++it)
         for (int r = 0; r < workers_; ++r)
           factors_[static_cast<std::size_t>(it) * workers_ + r] = device[static_cast<std::size_t>(device_of_rank(r))];
