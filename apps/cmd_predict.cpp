@@ -190,15 +190,13 @@ void run(const PredictArgs& a) {
   const bool header_on_terminal = parse_text_format(a.format) == TextFormat::TABLE && a.out.empty();
   if (const auto warning = scenarios::coverage_warning(config); !warning.empty() && !header_on_terminal)
     std::cerr << "dtsim: " << warning << '\n';
-  for (const auto& r : rows)
-    if (sim::uses_servers(s.point.strategy) && r.ps_servers > r.workers) {
-      // Allowed (a job may start more server processes than workers), but it cannot help: say so once.
-      fmt::print(stderr,
-                 "dtsim: note: {} parameter servers for {} workers: past one per worker, more servers cannot be "
-                 "faster, since each worker's own NIC already carries the whole model both ways\n",
-                 r.ps_servers, r.workers);
-      break;
-    }
+  const auto beyond = std::find_if(rows.begin(), rows.end(), [](const auto& r) { return r.ps_servers > r.workers; });
+  if (sim::uses_servers(s.point.strategy) && beyond != rows.end())
+    // Allowed (a job may start more server processes than workers), but it cannot help: say so once.
+    fmt::print(stderr,
+               "dtsim: note: {} parameter servers for {} workers: past one per worker, more servers cannot be "
+               "faster, since each worker's own NIC already carries the whole model both ways\n",
+               beyond->ps_servers, beyond->workers);
   if (s.point.framework.calibration != "onednn") {
     // Which calibration the framework's compute came from (stderr: the result's shape is unchanged).
     const auto source = scenarios::compute_source(s);

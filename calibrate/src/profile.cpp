@@ -58,14 +58,20 @@ struct HostEff {
   bool measured = false;
 };
 
+// The entry of `signature`/`pass` under host `key` when it was measured cleanly; nullptr otherwise.
+const PassEntry* measured_entry(const CalibrationDb& db, const std::string& key, const std::string& signature,
+                                const std::string& pass) {
+  const PassEntry* e = db.find(key, signature, pass);
+  return e && e->status == EntryStatus::MEASURED ? e : nullptr;
+}
+
 // Host efficiency of one pass: exact entry, else the same shape at the nearest calibrated batch,
 // else the class fallback.
 HostEff host_eff_for(const CachedModel& c, const std::string& signature, Pass pass, OpClass op_class,
                      std::int64_t batch) {
   const std::string pass_name(to_string(pass));
   if (c.host.has_host()) {
-    if (const PassEntry* e = c.db.find(c.host.host.key(), signature, pass_name);
-        e && e->status == EntryStatus::MEASURED)
+    if (const PassEntry* e = measured_entry(c.db, c.host.host.key(), signature, pass_name))
       return {host_efficiency(c.host.host, *e), true};
     if (auto it = c.host.by_shape.find(strip_batch(signature) + "|" + pass_name); it != c.host.by_shape.end()) {
       const auto& m = it->second;
@@ -172,9 +178,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   const std::string same_key = same ? same->key() : "";
   // A measured entry of the same machine and threads, used as-is; nullptr otherwise.
   auto as_measured = [&](const std::string& signature, const std::string& pass) -> const PassEntry* {
-    if (!same) return nullptr;
-    const PassEntry* e = cached->db.find(same_key, signature, pass);
-    return e && e->status == EntryStatus::MEASURED ? e : nullptr;
+    return same ? measured_entry(cached->db, same_key, signature, pass) : nullptr;
   };
   profile.same_machine = same.has_value();
 
@@ -192,33 +196,38 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     const auto passes = passes_of(layer);
     bool all_measured = !passes.empty();
     for (Pass pass : passes) {
-      PassWork work = pass_work(layer, pass);
-      const HostEff he = host_eff_for(*cached, signature, pass, op_class, model.batch());
-      const bool host_bound = compute_bound_on_host(cached->host, work, op_class);
-      work.bytes *= byte_scale;
-      const PassEntry* exact = as_measured(signature, std::string(to_string(pass)));
-      const double s = exact ? exact->time_s
-                       : kernels && kernel_model_applies(layer.op)
-                           ? kernel_pass_s(*kernels, layer, pass, device, options.precision)
-                           : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
+      double s = 0;
+      bool measured = true;
+      if (const PassEntry* exact = as_measured(signature, std::string(to_string(pass)))) {
+        s = exact->time_s;
+      } else {
+        PassWork work = pass_work(layer, pass);
+        const HostEff he = host_eff_for(*cached, signature, pass, op_class, model.batch());
+        const bool host_bound = compute_bound_on_host(cached->host, work, op_class);
+        work.bytes *= byte_scale;
+        s = kernels && kernel_model_applies(layer.op)
+                ? kernel_pass_s(*kernels, layer, pass, device, options.precision)
+                : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
+        measured = he.measured;
+      }
       (pass == Pass::FWD ? t.fwd_s : pass == Pass::BWD_DATA ? t.bwd_data_s : t.bwd_weights_s) = s;
       total_s += s;
-      if (he.measured || exact) measured_s += s;
-      all_measured = all_measured && (he.measured || exact);
+      if (measured) measured_s += s;
+      all_measured = all_measured && measured;
     }
     t.measured = all_measured;
     profile.layers.push_back(std::move(t));
   }
   if (params > 0) {
-    const PassWork work = update_work(params);
-    double eff = fallback_efficiency(cached->host, OpClass::UPDATE, Pass::FWD);
-    if (cached->host.has_host())
-      if (const PassEntry* e = cached->db.find(cached->host.host.key(), update_signature(params), "fwd");
-          e && e->status == EntryStatus::MEASURED)
-        eff = host_efficiency(cached->host.host, *e);
-    const PassEntry* exact = as_measured(update_signature(params), "fwd");
-    profile.update_s =
-        exact ? exact->time_s : predict_pass_s(cached->host, OpClass::UPDATE, work, eff, false, device, placement);
+    if (const PassEntry* exact = as_measured(update_signature(params), "fwd")) {
+      profile.update_s = exact->time_s;
+    } else {
+      double eff = fallback_efficiency(cached->host, OpClass::UPDATE, Pass::FWD);
+      if (cached->host.has_host())
+        if (const PassEntry* e = measured_entry(cached->db, cached->host.host.key(), update_signature(params), "fwd"))
+          eff = host_efficiency(cached->host.host, *e);
+      profile.update_s = predict_pass_s(cached->host, OpClass::UPDATE, update_work(params), eff, false, device, placement);
+    }
   }
   profile.coverage = total_s > 0 ? measured_s / total_s : 0;
   if (options.anchor_samples_per_s) anchor_profile(profile, *options.anchor_samples_per_s);

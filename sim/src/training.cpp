@@ -74,7 +74,8 @@ class Replay final : public ReplayServices {
     const auto& family = exchange_family(point.strategy);
     // Per-layer buckets: TF pushes each variable's gradient as soon as it is produced.
     plan_ = plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes);
-    draw_compute_factors();  // before the exchange: the PS family folds only workers of equal compute times
+    draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
+                                                            // workers of equal compute times
     exchange_ = family.make(*this, point.strategy);
     interferes_ = point.interference && platform.has_gpus();
     in_flight_.assign(static_cast<std::size_t>(workers_), 0);
@@ -244,7 +245,7 @@ class Replay final : public ReplayServices {
     return node_of_rank(r) * sockets + local * sockets / layout_.workers_per_node;
   }
 
-  void draw_compute_factors() {
+  void draw_compute_factors(bool asynchronous) {
     factors_.assign(static_cast<std::size_t>(iters_) * workers_, 1.0);
     const auto& v = point_.variability;
     const double device_cv = resolve_device_spread(platform_, point_).cv;
@@ -259,7 +260,7 @@ class Replay final : public ReplayServices {
       // A synchronous step waits for its slowest device, so every worker runs at that device's pace.
       // Simulating each device's own pace moved throughput by 0.6% (Inception-v3, aws-p2-xlarge, 64
       // workers x 16 servers) but desynchronised the workers' flows and cost 20x the simulation time.
-      if (point_.strategy.exchange != "ps-async") std::fill(device.begin(), device.end(), *std::max_element(device.begin(), device.end()));
+      if (!asynchronous) std::fill(device.begin(), device.end(), *std::max_element(device.begin(), device.end()));
       for (int it = 0; it < iters_; ++it)
         for (int r = 0; r < workers_; ++r)
           factors_[static_cast<std::size_t>(it) * workers_ + r] = device[static_cast<std::size_t>(device_of_rank(r))];

@@ -64,7 +64,6 @@ double protocol_fraction(const LibraryCall& c, int a, int p) {
   return p == LL ? TREE_LL_BW : p == LL128 ? (c.nodes == 1 ? TREE_LL128_BW_ONE_NODE : TREE_LL128_BW) : 1.0;
 }
 
-
 struct ModelTerms {
   double latency_s = 0;    // NCCL's latency term: base plus per-step hardware latencies
   double platform_s = 0;   // the same steps at the platform's own hop latencies (what the flows pay)

@@ -95,6 +95,7 @@ struct ExchangeProperties {
   bool uses_servers = false;      // --ps, placement and balance apply
   bool single_node = false;       // all workers on one node
   bool per_layer_buckets = false; // one bucket per parameter layer (fusion does not apply)
+  bool asynchronous = false;      // no barrier: a worker never waits for the slowest
 };
 
 struct ExchangeFamily {

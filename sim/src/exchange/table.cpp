@@ -21,7 +21,7 @@ const std::vector<ExchangeFamily>& exchange_table() {
       {"ps-replicated", "TensorFlow distributed_replicated: GPUs of a node sum locally, the node pushes once",
        {.uses_servers = true, .per_layer_buckets = true}, make_ps_exchange},
       {"ps-async", "asynchronous parameter server: each worker pushes and pulls on its own, no barrier",
-       {.uses_servers = true, .per_layer_buckets = true}, make_ps_exchange},
+       {.uses_servers = true, .per_layer_buckets = true, .asynchronous = true}, make_ps_exchange},
       {"data-parallel-single-node", "PyTorch nn.DataParallel: device 0 scatters, replicates, gathers and reduces",
        {.single_node = true}, make_dp_single_node_exchange},
   };
