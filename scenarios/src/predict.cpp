@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -76,13 +77,23 @@ class PointCache {
       if (!done_.count(k) && std::find(todo.begin(), todo.end(), k) == todo.end()) todo.push_back(k);
     if (todo.empty()) return;
     progress.add_total(todo.size());
+    // Started costliest first (a PS point's flows grow with workers x servers), so that the largest
+    // point does not start last and run alone; results, and which failure is reported, do not depend
+    // on the order.
+    std::vector<std::size_t> order(todo.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    const auto cost = [&](std::size_t i) { return double(todo[i].first) * std::max(1, todo[i].second); };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cost(a) > cost(b); });
     std::map<std::size_t, std::string> errors;
     run_process_pool(
         todo.size(), jobs_,
-        [&](std::size_t i) { return sim::to_json(run_point(p_, todo[i].first, todo[i].second, "")).dump(); },
+        [&](std::size_t i) {
+          const Key& k = todo[order[i]];
+          return sim::to_json(run_point(p_, k.first, k.second, "")).dump();
+        },
         [&](std::size_t i, bool ok, const std::string& text) {
-          if (ok) done_.emplace(todo[i], sim::point_result_from_json(nlohmann::json::parse(text)));
-          else errors.emplace(i, text);
+          if (ok) done_.emplace(todo[order[i]], sim::point_result_from_json(nlohmann::json::parse(text)));
+          else errors.emplace(order[i], text);
           progress.finished(!ok);
         },
         [] { return false; });
