@@ -17,6 +17,7 @@
 #include <exception>
 #include <fmt/format.h>
 #include <string>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,6 +47,10 @@ struct World::Impl {
   std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
   std::int64_t flows = 0;
   std::int64_t started = 0;
+  bool exclusive_compute = false;
+  bool latency_bound_bypass = false;
+  std::int64_t latency_bound_flows = 0;
+  std::unordered_set<const s4u::Host*> computing;  // exclusive mode: devices with a computation in flight
   std::int64_t timers_in_flight = 0;
   std::int64_t transfers_in_flight = 0;
   std::exception_ptr error;
@@ -278,6 +283,16 @@ std::int64_t World::activities_started() const { return impl_->started; }
 void World::compute(int rank, double seconds, std::function<void()> done) {
   if (!(std::isfinite(seconds) && seconds >= 0))
     throw Failure(fmt::format("World::compute: bad duration {} s for rank {}", seconds, rank));
+  if (impl_->exclusive_compute) {
+    s4u::Host* host = worker_host(rank);
+    if (!impl_->computing.insert(host).second)
+      throw Failure(fmt::format("World::compute: rank {} computes twice at once under exclusive compute (internal error)", rank));
+    after(seconds, [impl = impl_.get(), host, done = std::move(done)] {
+      impl->computing.erase(host);
+      done();
+    });
+    return;
+  }
   // Exec::init (not Host::exec_init, which reads the calling actor: there is none in maestro).
   s4u::ExecPtr exec = s4u::Exec::init();
   exec->set_flops_amount(seconds * NOMINAL_HOST_SPEED_FLOPS);
@@ -287,7 +302,12 @@ void World::compute(int rank, double seconds, std::function<void()> done) {
   exec->start();
 }
 
+void World::set_exclusive_compute(bool on) { impl_->exclusive_compute = on; }
+void World::set_latency_bound_bypass(bool on) { impl_->latency_bound_bypass = on; }
+std::int64_t World::latency_bound_flows() const { return impl_->latency_bound_flows; }
+
 std::int64_t World::start_load(int rank, double share) {
+  if (impl_->exclusive_compute) throw Failure("World::start_load: a device load under exclusive compute (internal error)");
   if (!(share > 0 && share < 1)) throw Failure(fmt::format("World::start_load: share {} outside (0, 1)", share));
   // Far more work than any run does at the bound: it only ends when stop_load cancels it. Not pending:
   // nothing waits for it.
@@ -328,6 +348,30 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   double fold = 1;
   for (int id : *links) fold = std::max(fold, impl_->meter.fold[static_cast<std::size_t>(id)]);
   const double start_delay_s = message_latency_s(src, dst, bytes / fold);
+  if (impl_->latency_bound_bypass) {
+    // A message no larger than its route's bandwidth-delay product (the wire's latency x its slowest
+    // link; a transport's start-up delays do not count) is latency-bound: it arrives after its latency
+    // plus its own serialisation, outside the max-min solver (docs/simulation-training.md).
+    // Its rate is its max-min share when it starts (each link's bandwidth over the flows then on it,
+    // itself included), so a small message on a busy link still waits its turn.
+    double own_Bps = 0, share_Bps = 0;
+    for (int id : *links) {
+      const auto i = static_cast<std::size_t>(id);
+      const double b = impl_->meter.links[i]->get_bandwidth() / impl_->meter.fold[i];
+      own_Bps = own_Bps > 0 ? std::min(own_Bps, b) : b;
+      const double share = b / (impl_->meter.flows_on[i] + 1);
+      share_Bps = share_Bps > 0 ? std::min(share_Bps, share) : share;
+    }
+    const double node_B = bytes / fold;
+    if (own_Bps > 0 && node_B <= route_latency_s(src, dst) * own_Bps) {
+      ++impl_->flows;
+      ++impl_->latency_bound_flows;
+      for (int id : *links)  // its bytes still count as the links' traffic (per node on folded links)
+        impl_->meter.bytes[static_cast<std::size_t>(id)] += bytes / impl_->meter.fold[static_cast<std::size_t>(id)];
+      after(start_delay_s + node_B / share_Bps, std::move(done));
+      return;
+    }
+  }
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
   impl_->meter.flow_started(*links);
@@ -406,6 +450,95 @@ int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::ve
     (*impl_->folds)[l] = fold;
     if (const auto it = impl_->meter.id_of.find(l); it != impl_->meter.id_of.end())
       impl_->meter.fold[static_cast<std::size_t>(it->second)] = fold;
+  }
+  return static_cast<int>(k);
+}
+
+int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::vector<s4u::Host*>& refs,
+                             const std::vector<double>& bytes_to, const std::vector<double>& bytes_from) {
+  if (groups.empty() || groups[0].size() < 2) return 1;
+  const std::size_t k = groups[0].size();
+  for (const auto& group : groups)
+    if (group.size() != k) return 1;
+  const int per_node = workers_per_node();
+  // A node's routes: to and from each ref, for each of its devices, and between its devices.
+  std::vector<std::vector<s4u::Link*>> routes;
+  auto node_routes = [&](int node) {
+    routes.clear();
+    auto add = [&routes](s4u::Host* a, s4u::Host* b) {
+      routes.emplace_back();
+      if (a != b) a->route_to(b, routes.back(), nullptr);
+    };
+    for (int j = 0; j < per_node; ++j) {
+      s4u::Host* dev = worker_host(node * per_node + j);
+      for (s4u::Host* ref : refs) {
+        add(dev, ref);
+        add(ref, dev);
+      }
+      add(dev, worker_host(node * per_node));  // empty for the first device: the same count per device
+      add(worker_host(node * per_node), dev);
+    }
+  };
+  // Bytes per iteration of a node's route i (node_routes' order): to or from the ref it names.
+  const auto route_bytes = [&](std::size_t i) {
+    const std::size_t per_device = 2 * refs.size() + 2;
+    const std::size_t j = i % per_device;
+    if (j >= 2 * refs.size()) return 0.0;  // between the node's devices: not counted
+    return j % 2 == 0 ? bytes_to[j / 2] : bytes_from[j / 2];
+  };
+  std::unordered_map<s4u::Link*, double> n_real, n_fold, demand_B;
+  std::unordered_map<s4u::Link*, int> users;  // nodes whose routes cross the link
+  for (auto& group : groups) {
+    // The representative: a member whose route lengths are the group's most common ones, so it is a
+    // typical node, not one on a switch that skips a hop (a dragonfly router holding a global link).
+    std::map<std::vector<std::size_t>, std::pair<int, std::size_t>> shapes;  // lengths -> (members, first)
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      node_routes(group[i]);
+      std::vector<std::size_t> lengths;
+      std::unordered_set<s4u::Link*> mine;
+      for (std::size_t ri = 0; ri < routes.size(); ++ri) {
+        lengths.push_back(routes[ri].size());
+        for (s4u::Link* l : routes[ri]) {
+          n_real[l] += 1;
+          demand_B[l] += route_bytes(ri);
+          if (mine.insert(l).second) ++users[l];
+        }
+      }
+      auto& shape = shapes.try_emplace(std::move(lengths), 0, i).first->second;
+      ++shape.first;
+    }
+    const auto typical = std::max_element(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
+      return a.second.first < b.second.first || (a.second.first == b.second.first && a.second.second > b.second.second);
+    });
+    std::swap(group[0], group[typical->second.second]);
+    node_routes(group[0]);
+    for (const auto& r : routes)
+      for (s4u::Link* l : r) n_fold[l] += static_cast<double>(k);
+  }
+  // Members' rates differ only where their routes differ: on links several nodes use, but not alike
+  // (scale neither 1 nor k, or 0 where no representative uses the link); a node's own links are alike. Folded, they all get the representative's rate, so a
+  // synchronous step would miss its slowest member. Refused unless those links need at most
+  // PARTIAL_LINK_MAX_BUSY of the busiest link's time (bytes over bandwidth, unfolded).
+  // A link within ALIKE_SCALE_TOLERANCE of 1 or k is used alike but for a few nodes' flows (e.g. a
+  // dragonfly link into a chassis that all other groups' traffic crosses, and one router's own).
+  constexpr double PARTIAL_LINK_MAX_BUSY = 0.5, ALIKE_SCALE_TOLERANCE = 0.05;
+  double busiest_s = 0, partial_s = 0;
+  for (const auto& [l, bytes] : demand_B) busiest_s = std::max(busiest_s, bytes / l->get_bandwidth());
+  for (const auto& [l, real] : n_real) {
+    if (users[l] == 1) continue;  // one node's own link: each member's is like the representative's
+    const auto it = n_fold.find(l);
+    const double scale = it == n_fold.end() ? 0.0 : it->second / real;  // 0: no representative uses it
+    if (std::abs(scale - 1) > ALIKE_SCALE_TOLERANCE && std::abs(scale / static_cast<double>(k) - 1) > ALIKE_SCALE_TOLERANCE)
+      partial_s = std::max(partial_s, demand_B[l] / l->get_bandwidth());
+  }
+  if (partial_s > PARTIAL_LINK_MAX_BUSY * busiest_s) return 1;
+  for (const auto& [l, folded] : n_fold) {
+    const double scale = folded / n_real.at(l);  // a first node's flows are counted in n_real too
+    if (scale == 1) continue;
+    l->set_bandwidth(l->get_bandwidth() * scale);
+    (*impl_->folds)[l] = scale;
+    if (const auto it = impl_->meter.id_of.find(l); it != impl_->meter.id_of.end())
+      impl_->meter.fold[static_cast<std::size_t>(it->second)] = scale;
   }
   return static_cast<int>(k);
 }

@@ -75,11 +75,32 @@ class World {
   // flow of k x the bytes for every flow of each node, and none for the others. Returns k, or 1 and
   // changes nothing when a group's routes are not symmetric.
   int fold_nodes(const std::vector<std::vector<int>>& groups, const std::vector<simgrid::s4u::Host*>& refs);
+  // Folds groups whose routes differ beyond private links (several switches per group): each link on a
+  // first node's routes to and from `refs` (and between its devices) gets bandwidth x n_fold / n_real,
+  // where n_real counts the node flows that cross it unfolded and n_fold the flows it carries folded
+  // (k per first node), so every link keeps its load fraction when flows to one server are alike.
+  // Moves a typical member (the most common route lengths) to the front of each group as its
+  // representative. Exact where fold_nodes is; otherwise an approximation
+  // (docs/simulation-training.md). Returns k.
+  // bytes_to/bytes_from: what one device sends to / receives from each ref per iteration. Refused
+  // (returns 1, nothing changed) where links that only some members use are busy enough to matter.
+  int fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::vector<simgrid::s4u::Host*>& refs,
+                        const std::vector<double>& bytes_to, const std::vector<double>& bytes_from);
   // Durations of collectives that ran alone on the network, by signature (coarse-mode reuse).
   std::unordered_map<std::string, double>& duration_cache();
 
   // Busy-waits `rank`'s device for `seconds`, then calls done.
   void compute(int rank, double seconds, std::function<void()> done);
+  // The caller promises that no device load (start_load) runs and that a device computes one thing at
+  // a time. A computation is then a timer of its duration, not a SimGrid exec: the same time, without
+  // solver work or an entry in the engine's list of activities, which it walks on every completion
+  // (docs/simgrid-notes.md). A broken promise is an internal error (Failure).
+  void set_exclusive_compute(bool on);
+  // On: a transfer no larger than its route's bandwidth-delay product (one node's bytes x the route's
+  // latency x its slowest link, per node on folded links) takes latency + its own serialisation on a
+  // timer, outside the max-min solver. Off by default; the parameter-server family turns it on.
+  void set_latency_bound_bypass(bool on);
+  std::int64_t latency_bound_flows() const;  // transfers that took that path
   // Any host to host: one flow of `bytes`, then done (latency and sharing by SimGrid).
   void transfer(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes, std::function<void()> done);
   // Holds `share` (0..1) of `rank`'s device until stop_load: a computation running meanwhile gets the

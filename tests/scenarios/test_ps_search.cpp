@@ -55,7 +55,7 @@ TEST_CASE("scenarios::PsSearch: tied server counts report the fewest and --expla
   INFO(text);
   CHECK(p["ps_servers"].get<int>() == 3);
   CHECK(text.find("The server search found 3, 5, 8, 11 and 14 servers alike (throughput within 0.1% of the best) "
-                  "and reports the fewest, 3: the workers' own NIC (sending) limits 3, 5, 8, 11 and 14 servers "
+                  "and reports the fewest, 3: the workers' own NIC (receiving) limits 3, 5, 8, 11 and 14 servers "
                   "alike") != std::string::npos);
   // The chosen count beats two servers, whose NICs carry as much as each worker node's.
   auto args = tie_args("1");

@@ -172,6 +172,46 @@ TEST_CASE("sim::PsExchange: folded coarse traffic agrees with per-layer traffic 
   }
 }
 
+TEST_CASE("sim::PsExchange: groups of switches folded with load-scaled links stay within 3% of the exact fold",
+          "[sim][ps]") {
+  // A flow budget of one asks for the largest grouping: all worker nodes in one group (several routers
+  // and chassis), whose routes differ beyond private links; links are scaled by the flows they carry
+  // folded over those they carry unfolded. With router and chassis links 8x the NIC, the links only
+  // some members use are never the bottleneck, and the fold applies.
+  const auto prof = profile(48);
+  for (const char* strategy : {"ps", "ps-replicated"}) {
+    const int gpus = std::string(strategy) == "ps-replicated" ? 2 : 1;
+    auto plat = dragonfly(gpus);
+    plat.network.dragonfly.router_links = 8;
+    plat.network.dragonfly.chassis_links = 8;
+    INFO(strategy);
+    const int nodes = 64 / gpus;
+    const auto exact = sim::simulate_training(plat, prof, dedicated(strategy, 64, 16, sim::CommMode::COARSE, true));
+    auto budget = dedicated(strategy, 64, 16, sim::CommMode::COARSE, true);
+    budget.ps_fold_max_flows = 1;
+    const auto scaled = sim::simulate_training(plat, prof, budget);
+    CHECK(scaled.throughput == Approx(exact.throughput).epsilon(0.03));
+    CHECK(scaled.inter_node_bytes == Approx(exact.inter_node_bytes).epsilon(1e-9));
+    CHECK(scaled.flows * (nodes / 4) == exact.flows);  // one representative instead of one per router
+  }
+}
+
+TEST_CASE("sim::PsExchange: a load-scaled fold is refused where links only some workers use are busy",
+          "[sim][ps]") {
+  // Router and chassis links at the NIC's rate: the links into each chassis are as busy as the servers'
+  // NICs, so all 64 nodes folded into one would hide the slower workers behind them. The grouping is
+  // refused and halved until the links that differ between members are quiet enough.
+  const auto prof = profile(48);
+  const auto plat = dragonfly(1);
+  const auto exact = sim::simulate_training(plat, prof, dedicated("ps", 64, 16, sim::CommMode::COARSE, true));
+  auto budget = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
+  budget.ps_fold_max_flows = 1;
+  const auto refused = sim::simulate_training(plat, prof, budget);
+  CHECK(refused.flows > exact.flows / 16);  // not one representative for all 64 nodes
+  CHECK(refused.flows < exact.flows);       // a smaller grouping was accepted
+  CHECK(refused.throughput == Approx(exact.throughput).epsilon(1e-3));
+}
+
 TEST_CASE("sim::PsExchange: colocated servers and variability are not folded", "[sim][ps]") {
   const auto prof = profile(48);
   const auto plat = dragonfly(1);

@@ -46,6 +46,59 @@ TEST_CASE("sim::World: two flows into one port share it", "[sim]") {
   CHECK(t == Approx(2.0).epsilon(1e-6));
 }
 
+TEST_CASE("sim::World: exclusive compute takes its duration on a timer and refuses overlap and loads", "[sim]") {
+  auto p = test_platforms::uniform_star(2, 1e9, 1e-6);
+  const double t = in_world(p, {2, 1, 0}, [](World& w) {
+    w.set_exclusive_compute(true);
+    double end = -1;
+    w.compute(0, 2.0, [&]() { w.compute(0, 0.25, [&]() { end = w.now(); }); });
+    w.compute(1, 1.0, [] {});  // another device: no overlap
+    w.run();
+    CHECK(w.activities_started() == 3);
+    return end;
+  });
+  CHECK(t == 2.25);
+  const double refused = in_world(p, {2, 1, 0}, [](World& w) {
+    w.set_exclusive_compute(true);
+    int failures = 0;
+    w.compute(0, 1.0, [] {});
+    try {
+      w.compute(0, 1.0, [] {});  // the same device, while it computes
+    } catch (const Failure&) {
+      ++failures;
+    }
+    try {
+      w.start_load(1, 0.5);
+    } catch (const Failure&) {
+      ++failures;
+    }
+    w.run();
+    return failures;
+  });
+  CHECK(refused == 2);
+}
+
+TEST_CASE("sim::World: a message within its route's bandwidth-delay product skips the solver at its share", "[sim]") {
+  // Star of 1 GB/s ports, 1 us each: a route of two ports has 2 us latency, so 2,000 bytes in flight.
+  auto p = test_platforms::uniform_star(3, 1e9, 1e-6);
+  const double lat = 2e-6, bw = 1e9;
+  const auto send = [&](bool bypass, double bytes, bool busy) {
+    return in_world(p, {3, 1, 0}, [=](World& w) {
+      w.set_latency_bound_bypass(bypass);
+      double end = -1;
+      if (busy) w.transfer(w.worker_host(2), w.worker_host(0), 1e9, [] {});  // holds node 0's port for ~1 s
+      w.after(0.1, [&]() { w.transfer(w.worker_host(1), w.worker_host(0), bytes, [&]() { end = w.now() - 0.1; }); });
+      w.run();
+      CHECK(w.latency_bound_flows() == (bypass && bytes <= lat * bw ? 1 : 0));
+      return end;
+    });
+  };
+  CHECK(send(true, 1000, false) == Approx(lat + 1000 / bw).epsilon(1e-9));
+  CHECK(send(true, 1000, true) == Approx(lat + 1000 / (bw / 2)).epsilon(1e-9));  // shares the port with one flow
+  CHECK(send(true, 3000, false) == Approx(lat + 3000 / bw).epsilon(1e-6));       // above it: an ordinary flow
+  CHECK(send(false, 1000, true) == Approx(lat + 1000 / (bw / 2)).epsilon(1e-6));  // off: the solver's share
+}
+
 TEST_CASE("sim::World: ring allreduce matches its closed form in both modes", "[sim]") {
   const double bw = 1.25e9, lat = 5e-6, bytes = 25e6;
   for (int n : {2, 5, 16}) {

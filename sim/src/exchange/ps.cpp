@@ -51,6 +51,9 @@ class PsExchange final : public Exchange {
     units_done_.assign(static_cast<std::size_t>(replay.iterations()), 0);
     nodes_.resize(static_cast<std::size_t>(replay.layout().nodes));
     fold_nodes(resolve_mode(point.comm_mode, replay.workers()) == CommMode::COARSE);
+    // A shard of a bias or batch-norm variable (bytes to kilobytes) is latency-bound; outside the solver
+    // it costs no solver work (docs/simulation-training.md "Latency-bound messages").
+    replay.world().set_latency_bound_bypass(point.ps_latency_bound_bypass);
   }
 
   int servers() const override { return servers_; }
@@ -191,21 +194,61 @@ class PsExchange final : public Exchange {
       case platforms::TopologyKind::TORUS: per_switch = 1; break;
     }
     if (per_switch < 2 || nodes % per_switch != 0) return;
-    // The servers' hosts the routes are checked against: a spread sample.
-    constexpr int ROUTE_CHECK_SERVERS = 8;
     std::vector<int> used;
     for (int s = 0; s < servers_; ++s)
       if (shard_bytes_[static_cast<std::size_t>(s)] > 0) used.push_back(s);
+    // Exact while the representatives' flows stay under the budget; beyond it, groups of 2, 4, ...
+    // switches folded with load-scaled links (World::fold_nodes_scaled), the fewest that fit.
+    // Flows a representative starts per iteration: a pull per used shard, a push per push group and server.
+    double rep_flows = static_cast<double>(used.size());
+    for (const auto& g : group_bytes_) rep_flows += static_cast<double>(std::count_if(g.begin(), g.end(), [](double b) { return b > 0; }));
+    rep_flows *= layout().workers_per_node;
+    int group = per_switch;
+    const auto flows = [&](int g) { return static_cast<double>(nodes / g) * rep_flows; };
+    while (flows(group) > point.ps_fold_max_flows && group * 2 <= nodes && nodes % (group * 2) == 0) group *= 2;
+    const bool scaled = group > per_switch;
     std::vector<simgrid::s4u::Host*> refs;
-    const std::size_t step = std::max<std::size_t>(1, used.size() / ROUTE_CHECK_SERVERS);
-    for (std::size_t i = 0; i < used.size(); i += step) refs.push_back(server_host(used[i]));
-    if (!used.empty() && refs.back() != server_host(used.back())) refs.push_back(server_host(used.back()));
-    std::vector<std::vector<int>> groups;
-    for (int first = 0; first < nodes; first += per_switch) {
-      groups.emplace_back(static_cast<std::size_t>(per_switch));
-      std::iota(groups.back().begin(), groups.back().end(), first);
+    std::vector<double> push_B, pull_B;  // one device's bytes to and from each ref per iteration
+    if (scaled) {  // every server: the scale of a link depends on which servers' routes cross it
+      for (int s : used) {
+        refs.push_back(server_host(s));
+        pull_B.push_back(shard_bytes_[static_cast<std::size_t>(s)]);
+        double push = 0;
+        for (const auto& g : group_bytes_) push += g[static_cast<std::size_t>(s)];
+        push_B.push_back(push);
+      }
+    } else {  // routes are checked against a spread sample (the zones route a node by its switch)
+      constexpr int ROUTE_CHECK_SERVERS = 8;
+      const std::size_t step = std::max<std::size_t>(1, used.size() / ROUTE_CHECK_SERVERS);
+      for (std::size_t i = 0; i < used.size(); i += step) refs.push_back(server_host(used[i]));
+      if (!used.empty() && refs.back() != server_host(used.back())) refs.push_back(server_host(used.back()));
     }
-    const int k = replay_.world().fold_nodes(groups, refs);
+    const auto make_groups = [nodes](int size) {
+      std::vector<std::vector<int>> out;
+      for (int first = 0; first < nodes; first += size) {
+        out.emplace_back(static_cast<std::size_t>(size));
+        std::iota(out.back().begin(), out.back().end(), first);
+      }
+      return out;
+    };
+    // A refused grouping (links some members use are busy) is tried again with half as many switches.
+    std::vector<std::vector<int>> groups;
+    int k = 1;
+    for (int g = group; scaled && k <= 1 && g > per_switch; g /= 2) {
+      groups = make_groups(g);
+      k = replay_.world().fold_nodes_scaled(groups, refs, push_B, pull_B);
+    }
+    if (k <= 1) {  // not scaled, or refused: the exact fold, one representative per switch
+      if (scaled) {
+        const std::size_t step = std::max<std::size_t>(1, refs.size() / 8);
+        std::vector<simgrid::s4u::Host*> sample;
+        for (std::size_t i = 0; i < refs.size(); i += step) sample.push_back(refs[i]);
+        if (sample.back() != refs.back()) sample.push_back(refs.back());
+        refs = std::move(sample);
+      }
+      groups = make_groups(per_switch);
+      k = replay_.world().fold_nodes(groups, refs);
+    }
     if (k <= 1) return;
     for (const auto& g : groups) {
       fold_of_[static_cast<std::size_t>(g[0])] = k;
