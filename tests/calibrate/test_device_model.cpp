@@ -10,6 +10,7 @@
 #include "calibrate/op_signature.hpp"
 #include "calibrate/profile.hpp"
 #include "common/errors.hpp"
+#include "platforms/device.hpp"
 
 namespace {
 
@@ -155,6 +156,31 @@ TEST_CASE("calibrate::DeviceModel: a worker spanning sockets pays its remote tra
   CHECK(t == Approx(4e8 / (40e9 * 0.8) + op_overhead_s(cpu)).epsilon(1e-9));
   const double t_pinned = predict_pass_s(m, OpClass::BATCH_NORM, PassWork{1e6, 2e8}, 0.8, false, cpu, pinned);
   CHECK(t_pinned == Approx(2e8 / (40e9 * 0.8) + op_overhead_s(cpu)).epsilon(1e-9));
+}
+
+TEST_CASE("calibrate::DeviceModel: Stampede2's Platinum 8160 pays its measured remote bandwidth only when one "
+          "process spans both sockets", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  const Device& cpu = dtsim::platforms::DeviceCatalog::builtin().by_name("xeon-platinum-8160");
+  // Measured remote reads 34 GB/s vs local 112 GB/s (benchmarks/data/cpu-numa.yaml), on the
+  // datasheet scale of its 128 GB/s DRAM: 34 x 128 / 112 = 38.9 GB/s per direction.
+  REQUIRE(cpu.socket_link_Bps == Approx(34e9 * 128.0 / 112.0).epsilon(2e-3));  // 3 significant figures
+  WorkerPlacement wide;  // 1 process per node: 48 threads over both 24-core sockets, half remote
+  wide.threads = 48;
+  wide.cpu_sockets = 2;
+  wide.workers_per_node = 1;
+  const double expected = 0.5 * (2 * cpu.mem_bandwidth_Bps) / (2 * cpu.socket_link_Bps);
+  CHECK(numa_memory_factor(cpu, wide) == Approx(expected).epsilon(1e-12));
+  CHECK(expected == Approx(1.645).epsilon(1e-3));
+  WorkerPlacement pinned = wide;  // 4 processes per node of 12 threads: each fits one socket
+  pinned.threads = 12;
+  pinned.workers_per_node = 4;
+  CHECK(numa_memory_factor(cpu, pinned) == 1.0);
+  // A memory-bound pass of the wide process takes the factor longer than its local-DRAM time.
+  const HostModel m = host_model(1);
+  const PassWork w{1e6, 4e9};
+  const double t = predict_pass_s(m, OpClass::BATCH_NORM, w, 0.8, false, cpu, wide);
+  CHECK(t - op_overhead_s(cpu) == Approx(4e9 / (2 * cpu.mem_bandwidth_Bps * 0.8) * expected).epsilon(1e-9));
 }
 
 TEST_CASE("calibrate::DeviceModel: GPU time from the class-relative efficiency", "[calibrate]") {
