@@ -26,8 +26,9 @@ done
 
 # Parameter servers: median CLI wall of PS_REPEATS runs (default 3) after one warm-up run; a run
 # past PS_TIMEOUT_S (default 120 s) is stopped and reported as such. Coarse PS traffic above 64
-# workers; with dedicated servers the worker nodes are also folded router by router (exact,
-# docs/simulation-training.md "Folded workers"); colocated servers are not folded.
+# workers; with dedicated servers the worker nodes are also folded, per switch (exact) or, above a flow
+# budget, in groups of switches with load-scaled links (docs/simulation-training.md "Folded workers");
+# colocated servers are not folded.
 repeats="${PS_REPEATS:-3}"
 limit="${PS_TIMEOUT_S:-120}"
 ps_line() {  # label target_s strategy args...
