@@ -404,6 +404,14 @@ void World::after(double delay_s, std::function<void()> fn) {
   });
 }
 
+// A folded link: `scale` x its bandwidth, read per node (divided by scale) by the meter and the factors.
+void World::scale_link(s4u::Link* l, double scale) {
+  l->set_bandwidth(l->get_bandwidth() * scale);
+  (*impl_->folds)[l] = scale;
+  if (const auto it = impl_->meter.id_of.find(l); it != impl_->meter.id_of.end())
+    impl_->meter.fold[static_cast<std::size_t>(it->second)] = scale;
+}
+
 int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::vector<s4u::Host*>& refs) {
   if (groups.empty() || groups[0].size() < 2) return 1;
   const std::size_t k = groups[0].size();
@@ -444,13 +452,7 @@ int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::ve
     for (s4u::Link* l : own)
       if (!all_own.insert(l).second) return 1;  // another group's too: not private after all
   }
-  const double fold = static_cast<double>(k);
-  for (s4u::Link* l : all_own) {
-    l->set_bandwidth(l->get_bandwidth() * fold);
-    (*impl_->folds)[l] = fold;
-    if (const auto it = impl_->meter.id_of.find(l); it != impl_->meter.id_of.end())
-      impl_->meter.fold[static_cast<std::size_t>(it->second)] = fold;
-  }
+  for (s4u::Link* l : all_own) scale_link(l, static_cast<double>(k));
   return static_cast<int>(k);
 }
 
@@ -516,8 +518,8 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
       for (s4u::Link* l : r) n_fold[l] += static_cast<double>(k);
   }
   // Members' rates differ only where their routes differ: on links several nodes use, but not alike
-  // (scale neither 1 nor k, or 0 where no representative uses the link); a node's own links are alike. Folded, they all get the representative's rate, so a
-  // synchronous step would miss its slowest member. Refused unless those links need at most
+  // (scale neither 1 nor k, or 0 where no representative uses the link); a node's own links are alike.
+  // Folded, members all get the representative's rate, so a synchronous step would miss its slowest. Refused unless those links need at most
   // PARTIAL_LINK_MAX_BUSY of the busiest link's time (bytes over bandwidth, unfolded).
   // A link within ALIKE_SCALE_TOLERANCE of 1 or k is used alike but for a few nodes' flows (e.g. a
   // dragonfly link into a chassis that all other groups' traffic crosses, and one router's own).
@@ -534,11 +536,7 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
   if (partial_s > PARTIAL_LINK_MAX_BUSY * busiest_s) return 1;
   for (const auto& [l, folded] : n_fold) {
     const double scale = folded / n_real.at(l);  // a first node's flows are counted in n_real too
-    if (scale == 1) continue;
-    l->set_bandwidth(l->get_bandwidth() * scale);
-    (*impl_->folds)[l] = scale;
-    if (const auto it = impl_->meter.id_of.find(l); it != impl_->meter.id_of.end())
-      impl_->meter.fold[static_cast<std::size_t>(it->second)] = scale;
+    if (scale != 1) scale_link(l, scale);
   }
   return static_cast<int>(k);
 }

@@ -14,6 +14,7 @@
 
 namespace simgrid::s4u {
 class Host;
+class Link;
 }
 
 namespace dtsim::sim {
@@ -113,6 +114,7 @@ class World {
   void run();  // until no activity is left
 
  private:
+  void scale_link(simgrid::s4u::Link* l, double scale);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

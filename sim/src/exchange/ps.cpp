@@ -207,22 +207,25 @@ class PsExchange final : public Exchange {
     const auto flows = [&](int g) { return static_cast<double>(nodes / g) * rep_flows; };
     while (flows(group) > point.ps_fold_max_flows && group * 2 <= nodes && nodes % (group * 2) == 0) group *= 2;
     const bool scaled = group > per_switch;
+    // Every used server for a load-scaled fold (a link's scale depends on which servers' routes cross
+    // it); the exact fold checks routes against a spread sample (the zones route a node by its switch).
     std::vector<simgrid::s4u::Host*> refs;
     std::vector<double> push_B, pull_B;  // one device's bytes to and from each ref per iteration
-    if (scaled) {  // every server: the scale of a link depends on which servers' routes cross it
-      for (int s : used) {
-        refs.push_back(server_host(s));
-        pull_B.push_back(shard_bytes_[static_cast<std::size_t>(s)]);
-        double push = 0;
-        for (const auto& g : group_bytes_) push += g[static_cast<std::size_t>(s)];
-        push_B.push_back(push);
-      }
-    } else {  // routes are checked against a spread sample (the zones route a node by its switch)
-      constexpr int ROUTE_CHECK_SERVERS = 8;
-      const std::size_t step = std::max<std::size_t>(1, used.size() / ROUTE_CHECK_SERVERS);
-      for (std::size_t i = 0; i < used.size(); i += step) refs.push_back(server_host(used[i]));
-      if (!used.empty() && refs.back() != server_host(used.back())) refs.push_back(server_host(used.back()));
+    for (int s : used) {
+      refs.push_back(server_host(s));
+      pull_B.push_back(shard_bytes_[static_cast<std::size_t>(s)]);
+      double push = 0;
+      for (const auto& g : group_bytes_) push += g[static_cast<std::size_t>(s)];
+      push_B.push_back(push);
     }
+    const auto spread_sample = [](const std::vector<simgrid::s4u::Host*>& all) {
+      constexpr std::size_t ROUTE_CHECK_SERVERS = 8;
+      std::vector<simgrid::s4u::Host*> out;
+      const std::size_t step = std::max<std::size_t>(1, all.size() / ROUTE_CHECK_SERVERS);
+      for (std::size_t i = 0; i < all.size(); i += step) out.push_back(all[i]);
+      if (!all.empty() && out.back() != all.back()) out.push_back(all.back());
+      return out;
+    };
     const auto make_groups = [nodes](int size) {
       std::vector<std::vector<int>> out;
       for (int first = 0; first < nodes; first += size) {
@@ -239,15 +242,8 @@ class PsExchange final : public Exchange {
       k = replay_.world().fold_nodes_scaled(groups, refs, push_B, pull_B);
     }
     if (k <= 1) {  // not scaled, or refused: the exact fold, one representative per switch
-      if (scaled) {
-        const std::size_t step = std::max<std::size_t>(1, refs.size() / 8);
-        std::vector<simgrid::s4u::Host*> sample;
-        for (std::size_t i = 0; i < refs.size(); i += step) sample.push_back(refs[i]);
-        if (sample.back() != refs.back()) sample.push_back(refs.back());
-        refs = std::move(sample);
-      }
       groups = make_groups(per_switch);
-      k = replay_.world().fold_nodes(groups, refs);
+      k = replay_.world().fold_nodes(groups, spread_sample(refs));
     }
     if (k <= 1) return;
     for (const auto& g : groups) {
