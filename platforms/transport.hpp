@@ -45,6 +45,10 @@ struct Transport {
   double host_staging_efficiency = 0;
   double rpc_per_call_s = 0;        // RPC: software time of one call (framing, dispatch), beyond the wire
   double rpc_software_Bps = 0;      // RPC: rate of the serial per-byte work (serialisation copies); 0 = none
+  // RPC: server CPU time of one call (HTTP/2 framing, protobuf, completion queue), run on the server
+  // process's serving threads and queued across every worker's calls to that server; 0 = none.
+  double rpc_server_cpu_per_call_s = 0;
+  int rpc_server_threads = 1;       // RPC: threads of one server process that run calls
   std::string source;               // where the constants come from (docs/transports.md, benchmarks/data/transports)
 
   const FactorBand& band(double bytes) const;  // the band holding a message of `bytes`
@@ -58,6 +62,20 @@ struct Transport {
   // RPC: software time of `calls` calls moving `bytes` in all, in series with the wire:
   // calls x rpc_per_call_s + bytes / rpc_software_Bps. 0 for other models.
   double rpc_cost_s(double calls, double bytes) const;
+};
+
+// The serving threads of one RPC server process: each call takes per_call_s of one thread, calls run in
+// arrival order on the earliest-free thread (list scheduling), so calls from many workers queue.
+class RpcServerQueue {
+ public:
+  RpcServerQueue(int threads, double per_call_s);
+  // Admits `calls` calls (rounded to whole calls) arriving at `now_s`; returns when the last one ends
+  // (now_s when calls or per_call_s is 0).
+  double admit(double now_s, double calls);
+
+ private:
+  std::vector<double> free_at_s_;  // per thread: when it finishes its last admitted call
+  double per_call_s_;
 };
 
 // Host-staged pipeline of `bytes` in chunks of chunk_B through `copies` copy stages (0, 1 or 2: the

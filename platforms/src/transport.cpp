@@ -26,6 +26,21 @@ double Transport::rpc_cost_s(double calls, double bytes) const {
   return std::max(calls, 0.0) * rpc_per_call_s + per_byte;
 }
 
+RpcServerQueue::RpcServerQueue(int threads, double per_call_s)
+    : free_at_s_(static_cast<std::size_t>(std::max(threads, 1)), 0.0), per_call_s_(std::max(per_call_s, 0.0)) {}
+
+double RpcServerQueue::admit(double now_s, double calls) {
+  const long long n = std::llround(std::max(calls, 0.0));
+  if (n == 0 || per_call_s_ <= 0) return now_s;
+  double last_s = now_s;
+  for (long long i = 0; i < n; ++i) {
+    auto it = std::min_element(free_at_s_.begin(), free_at_s_.end());
+    *it = std::max(*it, now_s) + per_call_s_;
+    last_s = std::max(last_s, *it);
+  }
+  return last_s;
+}
+
 StagedPipeline staged_pipeline(double bytes, double chunk_B, int copies, double copy_latency_s, double copy_Bps,
                                double wire_Bps) {
   if (!(chunk_B > 0 && copy_Bps > 0 && wire_Bps > 0 && copies >= 0 && copies <= 2 && bytes >= 0))

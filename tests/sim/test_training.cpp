@@ -151,6 +151,7 @@ TEST_CASE("sim::Training: a PS RPC layer adds its software time in series (close
   // One worker and its colocated server on an infinitely fast fabric: every flow takes no time, so the
   // iteration is the compute step plus the pull's RPC time (every variable) plus the RPC time of the last
   // push (layer 0's gradient, ready when backward ends); earlier pushes end under the remaining backward.
+  // With no ps_transport (and with zeromq, which has no server-side cost) the server queue is off.
   const auto plat = star_platform(1e18);
   const int layers = 10;
   const auto prof = uniform_profile(layers);
@@ -161,8 +162,11 @@ TEST_CASE("sim::Training: a PS RPC layer adds its software time in series (close
   const auto grpc = sim::simulate_training(plat, prof, p);
   const auto& t = platforms::transport_by_name("grpc", platforms::TransportScope::RPC);
   REQUIRE(t.rpc_cost_s(1, LAYER_GRAD_BYTES) < LAYER_BWD_S);  // the earlier pushes are hidden
-  const double expected = step_s(prof) + t.rpc_cost_s(layers, layers * double(LAYER_GRAD_BYTES)) +
-                          t.rpc_cost_s(1, LAYER_GRAD_BYTES);
+  // The server's CPU: the pull's 10 calls on 8 serving threads take two call times; the last push's one.
+  const double c = t.rpc_server_cpu_per_call_s;
+  REQUIRE(t.rpc_server_threads == 8);
+  const double expected = step_s(prof) + 2 * c + t.rpc_cost_s(layers, layers * double(LAYER_GRAD_BYTES)) +
+                          t.rpc_cost_s(1, LAYER_GRAD_BYTES) + c;
   CHECK(grpc.iteration_time_s == Approx(expected).epsilon(1e-6));
   p.ps_transport = "zeromq";
   const auto zmq = sim::simulate_training(plat, prof, p);

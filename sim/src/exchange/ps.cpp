@@ -44,6 +44,9 @@ class PsExchange final : public Exchange {
     count_calls(replay.profile(), replay.plan(), placement);
     if (!point.ps_transport.empty())
       rpc_ = &platforms::transport_by_name(point.ps_transport, platforms::TransportScope::RPC);
+    if (rpc_ && rpc_->rpc_server_cpu_per_call_s > 0)
+      server_queues_.assign(static_cast<std::size_t>(servers_),
+                            platforms::RpcServerQueue(rpc_->rpc_server_threads, rpc_->rpc_server_cpu_per_call_s));
     group_buckets(resolve_mode(point.comm_mode, replay.workers()) == CommMode::COARSE);
     const double total = std::accumulate(shard_bytes_.begin(), shard_bytes_.end(), 0.0);
     max_shard_fraction_ = total > 0 ? *std::max_element(shard_bytes_.begin(), shard_bytes_.end()) / total : 0;
@@ -310,8 +313,8 @@ class PsExchange final : public Exchange {
     for (int s = 0; s < servers_; ++s) {
       const double bytes = shard_bytes_[static_cast<std::size_t>(s)];
       if (bytes <= 0) continue;
-      rpc_then_transfer(shard_calls_[static_cast<std::size_t>(s)], server_host(s), server_node(s), dst, dst_node, bytes,
-                        fold(dst_node), [this, pending, finish, r, it, s, t0] {
+      rpc_then_transfer(shard_calls_[static_cast<std::size_t>(s)], s, false, server_host(s), server_node(s), dst,
+                        dst_node, bytes, fold(dst_node), [this, pending, finish, r, it, s, t0] {
         const double now = replay_.world().now();
         if (replay_.tracing(it))
           replay_.trace().add(TraceRecorder::Group::SERVERS, s, fmt::format("pull by worker {}", r), "pull", t0, now);
@@ -343,8 +346,8 @@ class PsExchange final : public Exchange {
       if (bytes <= 0) continue;
       ++*outstanding;
       ++*group_left;
-      rpc_then_transfer(group_calls_[g][static_cast<std::size_t>(s)], src, src_node, server_host(s), server_node(s),
-                        bytes, k, [this, r, it, s, t0, event, group_left, outstanding, on_all_done] {
+      rpc_then_transfer(group_calls_[g][static_cast<std::size_t>(s)], s, true, src, src_node, server_host(s),
+                        server_node(s), bytes, k, [this, r, it, s, t0, event, group_left, outstanding, on_all_done] {
                          const double now = replay_.world().now();
                          replay_.record_comm(r, it, t0, now);
                          if (replay_.tracing(it))
@@ -360,10 +363,27 @@ class PsExchange final : public Exchange {
   // Its software time runs in series before the flow: rpc_cost_s(calls, bytes) from the transport row.
   double rpc_delay_s(double calls, double bytes) const { return rpc_ ? rpc_->rpc_cost_s(calls, bytes) : 0.0; }
 
-  // `fold`: the flow carries that many nodes' bytes (a representative's); the RPC cost is one node's.
-  void rpc_then_transfer(double calls, simgrid::s4u::Host* src, int src_node, simgrid::s4u::Host* dst, int dst_node,
-                         double bytes, int fold, Callback done) {
-    const double delay = rpc_delay_s(calls, bytes);
+  // Seconds from now until server `s`'s serving threads have run `calls` calls arriving now (queued behind
+  // every earlier call to that server); 0 when the RPC layer has no server-side cost.
+  double server_wait_s(int s, double calls) {
+    if (server_queues_.empty()) return 0;
+    const double now = replay_.world().now();
+    return server_queues_[static_cast<std::size_t>(s)].admit(now, calls) - now;
+  }
+
+  // `fold`: the flow carries that many nodes' bytes (a representative's); the client's RPC cost is one
+  // node's, the server runs all `fold` nodes' calls. A pull's calls are served before the response flows;
+  // a push's after its flow arrived, and the push ends when they have run.
+  void rpc_then_transfer(double calls, int server, bool push, simgrid::s4u::Host* src, int src_node,
+                         simgrid::s4u::Host* dst, int dst_node, double bytes, int fold, Callback done) {
+    if (push && !server_queues_.empty())
+      done = [this, server, served = calls * fold, done = std::move(done)] {
+        const double wait = server_wait_s(server, served);
+        if (wait <= 0) return done();
+        replay_.count_activity();
+        replay_.world().after(wait, done);
+      };
+    const double delay = rpc_delay_s(calls, bytes) + (push ? 0.0 : server_wait_s(server, calls * fold));
     const double flow_B = bytes * fold;
     if (delay <= 0) {
       replay_.transfer(src, src_node, dst, dst_node, flow_B, std::move(done));
@@ -459,6 +479,7 @@ class PsExchange final : public Exchange {
   std::vector<std::vector<double>> bucket_calls_;   // variables per bucket and shard (RPC calls per push)
   std::vector<std::vector<double>> group_calls_;    // [push group][server]: the group's RPC calls
   const platforms::Transport* rpc_ = nullptr;       // ps_transport row, or none
+  std::vector<platforms::RpcServerQueue> server_queues_;  // per server, when the RPC layer has a server cost
   double max_shard_fraction_ = 0;
   std::vector<RankState> ranks_;
   std::vector<int> units_done_;
