@@ -29,8 +29,13 @@ constexpr double BYTES_PER_FP32 = 4.0;
 // The anchor may attribute at most this share of the measured single-worker iteration to simulated
 // communication; beyond it the measurement and the simulated network contradict each other.
 constexpr double MAX_ANCHOR_OVERHEAD_SHARE = 0.9;
-// --ps auto: geometric candidate grid (ratio) refined by bisection around the chosen candidate.
+// --ps auto: geometric candidate grid (ratio), then rounds that split the gaps around the chosen
+// candidate in thirds (two counts a side: with two or more jobs a round takes the time of one point and
+// narrows a gap 3x, where a bisection round narrows it 2x) until a gap is at most PS_SEARCH_RESOLUTION
+// of the chosen count (or one server). 5% keeps the reported count within 2 servers at 40 and is far
+// finer than what separates a user's choices of server count.
 constexpr double PS_SEARCH_RATIO = 1.5;
+constexpr double PS_SEARCH_RESOLUTION = 0.05;
 
 bool is_ps(const sim::Strategy& s) { return sim::uses_servers(s); }
 
@@ -114,8 +119,8 @@ class PointCache {
   std::map<Key, sim::PointResult> done_;
 };
 
-// The best server count of one workers entry: a geometric grid, then rounds that bisect between the
-// chosen count and its tried neighbours until the gaps close. The chosen count is the fewest whose
+// The best server count of one workers entry: a geometric grid, then rounds that split the gaps between
+// the chosen count and its tried neighbours in thirds until they are within PS_SEARCH_RESOLUTION. The chosen count is the fewest whose
 // throughput is within PS_TIE_TOLERANCE of the best tried. What a round tries depends only on the
 // results before it, so the answer does not depend on how many points run at once.
 class PsSearch {
@@ -144,9 +149,17 @@ class PsSearch {
       const int hi = std::next(it) == tried_.end() ? best : *std::next(it);
       // Below: a smaller count may tie. Above: only when the next count is worse (a plateau of tied
       // counts has nothing better inside it to find).
-      const int below = (lo + best) / 2, above = (best + hi + 1) / 2;
-      if (below != best && !tried_.count(below)) out.push_back(below);
-      if (above != best && !tried_.count(above) && !ties(cache, hi)) out.push_back(above);
+      const int resolution = std::max(1, static_cast<int>(PS_SEARCH_RESOLUTION * best));
+      const auto thirds = [&](int a, int b) {
+        if (b - a <= resolution) return;
+        for (int k : {1, 2}) {
+          const int n = a + static_cast<int>(std::lround((b - a) * k / 3.0));
+          if (n > a && n < b && !tried_.count(n) && std::find(out.begin(), out.end(), n) == out.end())
+            out.push_back(n);
+        }
+      };
+      thirds(lo, best);
+      if (!ties(cache, hi)) thirds(best, hi);
     }
     tried_.insert(out.begin(), out.end());
     return out;
