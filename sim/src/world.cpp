@@ -4,6 +4,10 @@
 #include "sim/src/world.hpp"
 
 #include <simgrid/kernel/Timer.hpp>
+#include <simgrid/kernel/resource/Action.hpp>
+#include <simgrid/kernel/resource/Model.hpp>
+#include <simgrid/kernel/resource/NetworkModelIntf.hpp>
+#include <simgrid/s4u/NetZone.hpp>
 #include <simgrid/s4u/Activity.hpp>
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
@@ -49,6 +53,7 @@ struct World::Impl {
   std::int64_t started = 0;
   bool exclusive_compute = false;
   bool latency_bound_bypass = false;
+  bool weighted_folds = false;
   std::int64_t latency_bound_flows = 0;
   std::unordered_set<const s4u::Host*> computing;  // exclusive mode: devices with a computation in flight
   std::int64_t timers_in_flight = 0;
@@ -304,6 +309,23 @@ void World::compute(int rank, double seconds, std::function<void()> done) {
 
 void World::set_exclusive_compute(bool on) { impl_->exclusive_compute = on; }
 void World::set_latency_bound_bypass(bool on) { impl_->latency_bound_bypass = on; }
+void World::set_weighted_folds(bool on) { impl_->weighted_folds = on; }
+
+namespace {
+// Starts `comm`; a weight above 1 gives its flow that many flows' share in max-min sharing. SimGrid
+// 3.32 has no s4u call for it: the comm's network action is the newest in the network model's started
+// set right after start(), and its sharing penalty (the inverse of the share) is public on the action.
+void start_weighted(s4u::Comm& comm, double weight) {
+  comm.start();
+  if (weight <= 1) return;
+  auto* model = dynamic_cast<simgrid::kernel::resource::Model*>(
+      s4u::Engine::get_instance()->get_netzone_root()->get_network_model());
+  auto* started = model != nullptr ? model->get_started_action_set() : nullptr;
+  if (started == nullptr || started->empty() || started->back().get_activity() != comm.get_impl())
+    throw Failure("World: a weighted flow's network action was not found after its start (internal error)");
+  started->back().set_sharing_penalty(1.0 / weight);
+}
+}  // namespace
 std::int64_t World::latency_bound_flows() const { return impl_->latency_bound_flows; }
 
 std::int64_t World::start_load(int rank, double share) {
@@ -378,19 +400,24 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
+  const double weight = impl_->weighted_folds ? fold : 1.0;
   if (start_delay_s > 0) {
     // Counted as in flight from now; started (and counted as an activity) once the latency is paid.
     ++impl_->timers_in_flight;
     Impl* impl = impl_.get();
-    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + start_delay_s, [impl, comm]() {
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + start_delay_s, [impl, comm, weight]() {
       --impl->timers_in_flight;
       ++impl->started;
-      comm->start();
+      try {
+        start_weighted(*comm, weight);
+      } catch (...) {
+        if (!impl->error) impl->error = std::current_exception();
+      }
     });
     return;
   }
   ++impl_->started;
-  comm->start();
+  start_weighted(*comm, weight);
 }
 
 void World::after(double delay_s, std::function<void()> fn) {

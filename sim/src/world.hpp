@@ -101,6 +101,12 @@ class World {
   // latency x its slowest link, per node on folded links) takes latency + its own serialisation on a
   // timer, outside the max-min solver. Off by default; the parameter-server family turns it on.
   void set_latency_bound_bypass(bool on);
+  // On: a flow over a folded node's links (World::fold_nodes) takes, in max-min sharing, the share of
+  // the `fold` node flows it stands for (SimGrid's per-flow sharing penalty, 1 / fold), so folded and
+  // unfolded flows can share a link exactly: what a partial fold needs (colocated parameter servers,
+  // whose nodes are not folded). Off by default: where every flow on a shared link is a representative
+  // of one fold the plain fold is already exact (docs/simulation-training.md, "Folded workers").
+  void set_weighted_folds(bool on);
   std::int64_t latency_bound_flows() const;  // transfers that took that path
   // Any host to host: one flow of `bytes`, then done (latency and sharing by SimGrid).
   void transfer(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes, std::function<void()> done);

@@ -212,14 +212,31 @@ TEST_CASE("sim::PsExchange: a load-scaled fold is refused where links only some 
   CHECK(refused.throughput == Approx(exact.throughput).epsilon(1e-3));
 }
 
-TEST_CASE("sim::PsExchange: colocated servers and variability are not folded", "[sim][ps]") {
+TEST_CASE("sim::PsExchange: colocated servers: the switches without one are folded, weighted, exactly",
+          "[sim][ps]") {
+  // 16 servers on nodes 0-15 (routers 0-3); routers 4-15 fold onto one node each. Their flows share the
+  // servers' NICs with the unfolded nodes' flows, each weighted as the 4 flows it stands for.
+  const auto prof = profile(48);
+  for (const char* strategy : {"ps", "ps-async", "ps-replicated"}) {
+    const int gpus = std::string(strategy) == "ps-replicated" ? 2 : 1;
+    const auto plat = dragonfly(gpus);
+    INFO(strategy);
+    auto colocated = dedicated(strategy, 64, 16, sim::CommMode::COARSE, true);
+    colocated.ps_placement = sim::PsPlacement::COLOCATED;
+    auto plain = colocated;
+    plain.ps_fold = false;
+    const auto folded_r = sim::simulate_training(plat, prof, colocated);
+    const auto plain_r = sim::simulate_training(plat, prof, plain);
+    CHECK(folded_r.throughput == Approx(plain_r.throughput).epsilon(1e-6));
+    CHECK(folded_r.iteration_time_s == Approx(plain_r.iteration_time_s).epsilon(1e-6));
+    CHECK(folded_r.inter_node_bytes == Approx(plain_r.inter_node_bytes).epsilon(1e-9));
+    CHECK(folded_r.flows < plain_r.flows * 3 / 4);
+  }
+}
+
+TEST_CASE("sim::PsExchange: workers with their own compute variation are not folded", "[sim][ps]") {
   const auto prof = profile(48);
   const auto plat = dragonfly(1);
-  auto colocated = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
-  colocated.ps_placement = sim::PsPlacement::COLOCATED;
-  auto colocated_plain = colocated;
-  colocated_plain.ps_fold = false;
-  CHECK(sim::simulate_training(plat, prof, colocated).flows == sim::simulate_training(plat, prof, colocated_plain).flows);
   auto jitter = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
   jitter.variability.jitter_cv = 0.05;
   auto jitter_plain = jitter;

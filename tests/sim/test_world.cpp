@@ -46,6 +46,28 @@ TEST_CASE("sim::World: two flows into one port share it", "[sim]") {
   CHECK(t == Approx(2.0).epsilon(1e-6));
 }
 
+TEST_CASE("sim::World: weighted folds share a link as the flows they stand for", "[sim]") {
+  // Node 3 folds onto node 2 (its port carries 2x). Node 1 sends 1 GB and node 2 two nodes' 2 GB into
+  // node 0's 1 GB/s port: as three flows, all end at 3 s. Unweighted, the representative counts as one
+  // flow and node 1's ends at 2 s.
+  auto p = test_platforms::uniform_star(4, 1e9, 0);
+  const auto ends = [&p](bool weighted, bool of_single) {
+    return in_world(p, {4, 1, 0}, [weighted, of_single](World& w) {
+      if (w.fold_nodes({{2, 3}}, {w.worker_host(0)}) != 2) return -1.0;
+      w.set_weighted_folds(weighted);
+      double single = 0, rep = 0;
+      w.transfer(w.worker_host(1), w.worker_host(0), 1e9, [&]() { single = w.now(); });
+      w.transfer(w.worker_host(2), w.worker_host(0), 2e9, [&]() { rep = w.now(); });
+      w.run();
+      return of_single ? single : rep;
+    });
+  };
+  CHECK(ends(true, true) == Approx(3.0).epsilon(1e-6));
+  CHECK(ends(true, false) == Approx(3.0).epsilon(1e-6));
+  CHECK(ends(false, true) == Approx(2.0).epsilon(1e-6));
+  CHECK(ends(false, false) == Approx(3.0).epsilon(1e-6));
+}
+
 TEST_CASE("sim::World: exclusive compute takes its duration on a timer and refuses overlap and loads", "[sim]") {
   auto p = test_platforms::uniform_star(2, 1e9, 1e-6);
   const double t = in_world(p, {2, 1, 0}, [](World& w) {

@@ -5,9 +5,10 @@
 // node sum their gradients on the node's first GPU, which pushes and pulls for the node.
 // Coarse mode (docs/simulation-training.md) merges a unit's per-layer pushes into at most
 // COARSE_PUSH_GROUPS groups of about equal bytes: one push flow per group and server, one pull per shard.
-// With dedicated servers it also folds the worker nodes of each switch onto one representative that
-// sends every flow for all of them, on its own links scaled by the fold (World::fold_nodes); the others
-// mirror its events. Exact for max-min sharing (docs/simulation-training.md, "Folded workers").
+// It also folds the worker nodes of each switch onto one representative that sends every flow for all
+// of them, on its own links scaled by the fold (World::fold_nodes); the others mirror its events. Exact
+// for max-min sharing (docs/simulation-training.md, "Folded workers"): with dedicated servers every
+// switch; with colocated servers the switches that host none, their flows weighted by the fold.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -183,7 +184,7 @@ class PsExchange final : public Exchange {
     std::iota(rep_node_.begin(), rep_node_.end(), 0);
     fold_of_.assign(static_cast<std::size_t>(nodes), 1);
     const auto& point = replay_.point();
-    if (!coarse || !point.ps_fold || !dedicated() || point.data != DataMode::SYNTHETIC || nodes < 2) return;
+    if (!coarse || !point.ps_fold || point.data != DataMode::SYNTHETIC || nodes < 2) return;
     if (replay_.workers() != nodes * layout().workers_per_node) return;
     for (int it = 0; it < replay_.iterations(); ++it)
       for (int r = 1; r < replay_.workers(); ++r)
@@ -197,6 +198,10 @@ class PsExchange final : public Exchange {
       case platforms::TopologyKind::TORUS: per_switch = 1; break;
     }
     if (per_switch < 2 || nodes % per_switch != 0) return;
+    if (!dedicated()) {
+      fold_colocated(per_switch);
+      return;
+    }
     std::vector<int> used;
     for (int s = 0; s < servers_; ++s)
       if (shard_bytes_[static_cast<std::size_t>(s)] > 0) used.push_back(s);
@@ -249,6 +254,31 @@ class PsExchange final : public Exchange {
       k = replay_.world().fold_nodes(groups, spread_sample(refs));
     }
     if (k <= 1) return;
+    for (const auto& g : groups) {
+      fold_of_[static_cast<std::size_t>(g[0])] = k;
+      for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
+    }
+  }
+  // Colocated servers (on nodes 0 .. servers-1): the switches whose nodes host no server are folded
+  // exactly, one representative each; the nodes of switches with a server stay as they are, and the
+  // representatives' flows are weighted (World::set_weighted_folds) where they share the servers'
+  // links with those nodes' flows. Not grouped beyond one switch: the load-scaled fold assumes every
+  // flow on a link stands for nodes alike.
+  void fold_colocated(int per_switch) {
+    const int nodes = layout().nodes;
+    const int first = (std::min(servers_, nodes) + per_switch - 1) / per_switch * per_switch;  // first server-less switch
+    if (nodes - first < 2 * per_switch) return;  // fewer than two switches to fold: not worth it
+    std::vector<simgrid::s4u::Host*> refs;
+    for (int s = 0; s < servers_; ++s)
+      if (shard_bytes_[static_cast<std::size_t>(s)] > 0) refs.push_back(server_host(s));
+    std::vector<std::vector<int>> groups;
+    for (int g = first; g < nodes; g += per_switch) {
+      groups.emplace_back(static_cast<std::size_t>(per_switch));
+      std::iota(groups.back().begin(), groups.back().end(), g);
+    }
+    const int k = replay_.world().fold_nodes(groups, refs);
+    if (k <= 1) return;
+    replay_.world().set_weighted_folds(true);
     for (const auto& g : groups) {
       fold_of_[static_cast<std::size_t>(g[0])] = k;
       for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
