@@ -28,7 +28,7 @@ done
 # past PS_TIMEOUT_S (default 120 s) is stopped and reported as such. Coarse PS traffic above 64
 # workers; with dedicated servers the worker nodes are also folded, per switch (exact) or, above a flow
 # budget, in groups of switches with load-scaled links (docs/simulation-training.md "Folded workers");
-# colocated servers are not folded.
+# with colocated servers only the switches that host no server, their flows weighted (exact).
 repeats="${PS_REPEATS:-3}"
 limit="${PS_TIMEOUT_S:-120}"
 ps_line() {  # label target_s strategy args...
