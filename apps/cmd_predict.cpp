@@ -230,7 +230,7 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   cmd->add_option("--strategy", a->strategy, "Gradient exchange, one of:\n" + sim::strategy_help());
   cmd->add_option("--ps", a->ps, "Parameter servers: N, one per --workers entry (N1,N2,...), or auto");
   cmd->add_option("--ps-placement", a->ps_placement, "colocated|dedicated");
-  cmd->add_option("--ps-balance", a->ps_balance, "greedy|round-robin (variable placement on servers)");
+  cmd->add_option("--ps-balance", a->ps_balance, "greedy|round-robin|mxnet (variable placement on servers: TensorFlow's greedy by bytes, in order, or MXNet ps-lite's: arrays of 1e6+ values split over all servers, the others by key hash)");
   cmd->add_option("--ps-transport", a->ps_transport,
                   "RPC layer of parameter-server traffic (docs/transports.md; default none), one of:\n" +
                       platforms::transport_help(platforms::TransportScope::RPC));

@@ -11,7 +11,7 @@ namespace dtsim::sim {
 
 enum class CommMode { AUTO, COARSE, FINE };  // AUTO: coarse above COARSE_ABOVE_RANKS ranks
 enum class PsPlacement { COLOCATED, DEDICATED };
-enum class PsBalance { GREEDY, ROUND_ROBIN };
+enum class PsBalance { GREEDY, ROUND_ROBIN, MXNET };
 
 // Patterns of `dtsim comm`: every collective of the collective table ("allreduce-ring", "broadcast-binomial",
 // ...) and "ps" (the training replay's synchronous parameter-server exchange). InputError listing the
@@ -23,6 +23,7 @@ CommMode comm_mode_by_name(const std::string& name);
 std::string to_string(CommMode m);
 PsPlacement ps_placement_by_name(const std::string& name);
 PsBalance ps_balance_by_name(const std::string& name);
+std::string to_string(PsBalance b);
 std::string to_string(PsPlacement p);
 
 // Byte sizes with optional suffix: B, KB/MB/GB/TB (decimal, 1000^n) or KiB/MiB/GiB/TiB (binary, 1024^n),

@@ -75,13 +75,15 @@ void rows_gtx1080ti(const std::string& key, const YAML::Node& study, const yaml:
     if (row.workers < 1 || !(row.measured > 0)) yaml::fail(r, origin, key, "workers and images_per_s must be > 0");
     row.variant = real ? "real" : "synthetic";
     // MXNet dist_device_sync: the node's GPUs are summed on a GPU, then one push/pull per node to the
-    // ps-lite servers (dtsim's ps-replicated). Assumption: one server per node, as ps-lite's launcher does.
+    // ps-lite servers (dtsim's ps-replicated), with ps-lite's placement (big arrays split over all
+    // servers, the others by key hash). Assumption: one server per node, as ps-lite's launcher does.
     row.variable_update = "dist_device_sync";
     row.strategy = "ps-replicated";
     row.ps = (row.workers + GTX1080TI_GPUS_PER_NODE - 1) / GTX1080TI_GPUS_PER_NODE;
     row.scenario = base_scenario(model, "gtx1080ti-cluster", batch, row.workers);
     row.scenario["strategy"] = row.strategy;
     row.scenario["ps"] = row.ps;
+    row.scenario["ps_balance"] = "mxnet";
     row.scenario["data"] = row.variant;
     out.push_back(std::move(row));
   }

@@ -31,7 +31,7 @@ std::string join(const std::vector<int>& v) {
   return out;
 }
 
-std::string ps_balance_name(sim::PsBalance b) { return b == sim::PsBalance::GREEDY ? "greedy" : "round-robin"; }
+std::string ps_balance_name(sim::PsBalance b) { return sim::to_string(b); }
 std::string data_name(sim::DataMode d) { return d == sim::DataMode::REAL ? "real" : "synthetic"; }
 
 bool looks_like_path(const std::string& v) {

@@ -96,7 +96,17 @@ std::string to_string(PsPlacement p) { return p == PsPlacement::DEDICATED ? "ded
 PsBalance ps_balance_by_name(const std::string& name) {
   if (name == "greedy") return PsBalance::GREEDY;
   if (name == "round-robin" || name == "round_robin") return PsBalance::ROUND_ROBIN;
-  throw InputError(fmt::format("ps balance: unknown value '{}' (expected greedy or round-robin)", name));
+  if (name == "mxnet") return PsBalance::MXNET;
+  throw InputError(fmt::format("ps balance: unknown value '{}' (expected greedy, round-robin or mxnet)", name));
+}
+
+std::string to_string(PsBalance b) {
+  switch (b) {
+    case PsBalance::GREEDY: return "greedy";
+    case PsBalance::ROUND_ROBIN: return "round-robin";
+    case PsBalance::MXNET: return "mxnet";
+  }
+  return "greedy";
 }
 
 double parse_byte_size(const std::string& text, const std::string& what) {

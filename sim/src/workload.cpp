@@ -66,9 +66,29 @@ IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fu
   return plan;
 }
 
+void add_placed(std::vector<double>& per_server, int placed, double amount) {
+  if (placed == PLACED_ON_ALL_SERVERS) {
+    for (double& x : per_server) x += amount / static_cast<double>(per_server.size());
+  } else if (placed >= 0) {
+    per_server[static_cast<std::size_t>(placed)] += amount;
+  }
+}
+
 std::vector<int> place_variables(const calibrate::ComputeProfile& profile, int servers, PsBalance balance) {
   if (servers < 1) throw InputError(fmt::format("parameter servers must be >= 1, got {}", servers));
   std::vector<int> placement(profile.layers.size(), -1);
+  if (balance == PsBalance::MXNET) {
+    constexpr long long KEY_HASH = 9973;  // ps-lite's "simple heuristic for load balance"
+    constexpr double BYTES_PER_VALUE = 4;  // FP32 arrays, as MXNet's ps-lite trainers of the studies sent
+    long long key = 0;
+    for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+      if (profile.layers[i].grad_bytes <= 0) continue;
+      const bool big = static_cast<double>(profile.layers[i].grad_bytes) / BYTES_PER_VALUE >= MXNET_BIGARRAY_BOUND;
+      placement[i] = big ? PLACED_ON_ALL_SERVERS : static_cast<int>((key * KEY_HASH) % servers);
+      ++key;
+    }
+    return placement;
+  }
   if (balance == PsBalance::ROUND_ROBIN) {
     int next = 0;
     for (std::size_t i = 0; i < profile.layers.size(); ++i) {
@@ -98,7 +118,7 @@ std::vector<double> server_bytes(const calibrate::ComputeProfile& profile, const
                                  int servers) {
   std::vector<double> bytes(static_cast<std::size_t>(std::max(servers, 0)), 0.0);
   for (std::size_t i = 0; i < placement.size() && i < profile.layers.size(); ++i)
-    if (placement[i] >= 0) bytes[static_cast<std::size_t>(placement[i])] += static_cast<double>(profile.layers[i].grad_bytes);
+    add_placed(bytes, placement[i], static_cast<double>(profile.layers[i].grad_bytes));
   return bytes;
 }
 
@@ -108,8 +128,8 @@ std::vector<std::vector<double>> bucket_server_bytes(const calibrate::ComputePro
   std::vector<std::vector<double>> out(plan.buckets.size(), std::vector<double>(static_cast<std::size_t>(servers), 0.0));
   for (std::size_t b = 0; b < plan.buckets.size(); ++b)
     for (int li : plan.buckets[b].layers) {
-      const int s = placement[static_cast<std::size_t>(li)];
-      if (s >= 0) out[b][static_cast<std::size_t>(s)] += static_cast<double>(profile.layers[static_cast<std::size_t>(li)].grad_bytes);
+      add_placed(out[b], placement[static_cast<std::size_t>(li)],
+                 static_cast<double>(profile.layers[static_cast<std::size_t>(li)].grad_bytes));
     }
   return out;
 }

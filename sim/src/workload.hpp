@@ -38,8 +38,20 @@ std::string bucket_layer_range(const calibrate::ComputeProfile& profile, const B
 
 // Variable placement on parameter servers: server index per profile layer (-1 for layers without
 // parameters). GREEDY: largest variable first onto the least-loaded server (TF's
-// GreedyLoadBalancingStrategy on bytes); ROUND_ROBIN: in forward order. Throws InputError for servers < 1.
+// GreedyLoadBalancingStrategy on bytes); ROUND_ROBIN: in forward order; MXNET: MXNet ps-lite's
+// kvstore (src/kvstore/kvstore_dist.h, EncodeDefaultKey): an array of MXNET_BIGARRAY_BOUND values or more
+// is split evenly over all servers (PLACED_ON_ALL_SERVERS), a smaller one goes whole to server
+// (key x 9973) mod servers, its key being its index among the parameter layers in forward order.
+// Throws InputError for servers < 1.
+inline constexpr int PLACED_ON_ALL_SERVERS = -2;
+// MXNET_KVSTORE_BIGARRAY_BOUND's default (MXNet environment-variable docs: "the minimum size of a big
+// array ... controls when to partition a single weight to all the servers"), in values of 4 bytes.
+inline constexpr double MXNET_BIGARRAY_BOUND = 1e6;
 std::vector<int> place_variables(const calibrate::ComputeProfile& profile, int servers, PsBalance balance);
+
+// Adds `amount` (bytes, calls) of a variable placed at `placed` to each server's share: all of it to
+// one server, an even part to each for PLACED_ON_ALL_SERVERS, nothing for -1.
+void add_placed(std::vector<double>& per_server, int placed, double amount);
 
 // Bytes held by each server under a placement.
 std::vector<double> server_bytes(const calibrate::ComputeProfile& profile, const std::vector<int>& placement,

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/errors.hpp"
+#include "sim/comm.hpp"
 #include "sim/src/workload.hpp"
 
 using namespace dtsim;
@@ -56,6 +57,32 @@ TEST_CASE("sim::Workload: fusion 0 gives one bucket per parameter layer, huge fu
   auto bad = prof;
   bad.layers[2].fwd_s = -1;
   CHECK_THROWS_AS(sim::plan_iteration(bad, 0), InputError);
+}
+
+TEST_CASE("sim::Workload: MXNet placement splits big arrays over all servers and hashes the others", "[sim][workload]") {
+  // Gradient bytes; 4e6 B = 1e6 FP32 values, MXNet's big-array bound. Keys count parameter layers only.
+  const auto prof = profile_of({0, 8000000, 400, 4000000, 3960000, 400});
+  const auto p = sim::place_variables(prof, 4, sim::PsBalance::MXNET);
+  CHECK(p[0] == -1);
+  CHECK(p[1] == sim::PLACED_ON_ALL_SERVERS);  // key 0, 2e6 values
+  CHECK(p[2] == (1 * 9973) % 4);              // key 1: server 1
+  CHECK(p[3] == sim::PLACED_ON_ALL_SERVERS);  // key 2, exactly 1e6 values
+  CHECK(p[4] == (3 * 9973) % 4);              // key 3, just below the bound: server 3
+  CHECK(p[5] == (4 * 9973) % 4);              // key 4: server 0
+  const auto bytes = sim::server_bytes(prof, p, 4);
+  CHECK(bytes[0] == Approx(3e6 + 400));
+  CHECK(bytes[1] == Approx(3e6 + 400));
+  CHECK(bytes[2] == Approx(3e6));
+  CHECK(bytes[3] == Approx(3e6 + 3.96e6));
+  const auto plan = sim::plan_iteration(prof, 0);
+  const auto per_bucket = sim::bucket_server_bytes(prof, plan, p, 4);
+  for (int s = 0; s < 4; ++s) {
+    double sum = 0;
+    for (const auto& b : per_bucket) sum += b[static_cast<std::size_t>(s)];
+    CHECK(sum == Approx(bytes[static_cast<std::size_t>(s)]));
+  }
+  CHECK(sim::ps_balance_by_name("mxnet") == sim::PsBalance::MXNET);
+  CHECK(sim::to_string(sim::PsBalance::MXNET) == "mxnet");
 }
 
 TEST_CASE("sim::Workload: greedy placement balances bytes better than round-robin", "[sim][workload]") {

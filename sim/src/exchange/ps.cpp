@@ -429,11 +429,17 @@ class PsExchange final : public Exchange {
   void count_calls(const calibrate::ComputeProfile& profile, const IterationPlan& plan, const std::vector<int>& placement) {
     shard_calls_.assign(static_cast<std::size_t>(servers_), 0.0);
     bucket_calls_.assign(plan.buckets.size(), std::vector<double>(static_cast<std::size_t>(servers_), 0.0));
-    for (std::size_t i = 0; i < placement.size() && i < profile.layers.size(); ++i)
-      if (placement[i] >= 0) shard_calls_[static_cast<std::size_t>(placement[i])] += 1;
+    // A variable split over all servers is one call to each.
+    const auto one_call = [](std::vector<double>& calls, int placed) {
+      if (placed == PLACED_ON_ALL_SERVERS) {
+        for (double& c : calls) c += 1;
+      } else if (placed >= 0) {
+        calls[static_cast<std::size_t>(placed)] += 1;
+      }
+    };
+    for (std::size_t i = 0; i < placement.size() && i < profile.layers.size(); ++i) one_call(shard_calls_, placement[i]);
     for (std::size_t b = 0; b < plan.buckets.size(); ++b)
-      for (int li : plan.buckets[b].layers)
-        if (const int s = placement[static_cast<std::size_t>(li)]; s >= 0) bucket_calls_[b][static_cast<std::size_t>(s)] += 1;
+      for (int li : plan.buckets[b].layers) one_call(bucket_calls_[b], placement[static_cast<std::size_t>(li)]);
   }
 
   void maybe_rank_done(int r, int it) {
