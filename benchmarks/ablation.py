@@ -50,7 +50,8 @@ def ideal_platform(name):
     return path
 
 
-def predict(model, platform, batch, strategy, workers, anchor, ps=None, data=None, library=None, variability=False):
+def predict(model, platform, batch, strategy, workers, anchor, ps=None, data=None, library=None, variability=False,
+            balance=None):
     cmd = [dtsim, "predict", "--model", model, "--platform", platform, "--batch", str(batch), "--strategy", strategy,
            "--workers", ",".join(str(w) for w in workers), "--anchor", str(anchor), "--format", "csv"]
     if ps:
@@ -59,6 +60,8 @@ def predict(model, platform, batch, strategy, workers, anchor, ps=None, data=Non
         cmd += ["--data", data]
     if library:
         cmd += ["--collective-library", library]
+    if balance:
+        cmd += ["--ps-balance", balance]
     if not variability:
         cmd += ["--no-variability"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -68,9 +71,10 @@ def predict(model, platform, batch, strategy, workers, anchor, ps=None, data=Non
 class Group:
     """Rows predicted by one command: same model, platform, batch, strategy and data."""
 
-    def __init__(self, table, model, platform, batch, strategy, anchor, rows, data=None, library=None):
+    def __init__(self, table, model, platform, batch, strategy, anchor, rows, data=None, library=None, balance=None):
         self.table, self.model, self.platform, self.batch = table, model, platform, batch
         self.strategy, self.anchor, self.rows, self.data, self.library = strategy, anchor, rows, data, library
+        self.balance = balance  # the framework's variable placement (MXNet ps-lite), from the +framework step
 
     def run(self, step):
         allreduce = self.strategy.startswith("allreduce")
@@ -79,8 +83,9 @@ class Group:
         if STEPS.index(step) >= STEPS.index("+collective") and allreduce and self.library:
             strategy, library = "allreduce-auto", self.library
         ps = [r[1] for r in self.rows] if self.strategy.startswith("ps") else None
+        balance = self.balance if STEPS.index(step) >= STEPS.index("+framework") else None
         return predict(self.model, platform, self.batch, strategy, [r[0] for r in self.rows], self.anchor, ps,
-                       self.data, library, variability=step == "+variance")
+                       self.data, library, variability=step == "+variance", balance=balance)
 
     def changes(self, step):
         """Why `step` leaves this group's flags as they were, or None when it changes them."""
@@ -91,7 +96,7 @@ class Group:
                 return "parameter servers: no collective"
             return None if self.library else "no library named"
         if step == "+framework":
-            return "no dtsim profile for TensorFlow 1.x / MXNet ps-lite runtimes"
+            return None if self.balance else "no dtsim profile for the TensorFlow 1.x runtime"
         return None
 
 
@@ -111,7 +116,7 @@ anchor = next(r[1] for r in gt["rows"] if r[0] == 1)
 groups.append(Group("gtx1080ti_mxnet_resnet50 real", gt["model"], "gtx1080ti-cluster", gt["batch_per_worker"],
                     "ps-replicated", anchor,
                     [(r[0], (r[0] + GPUS_PER_NODE_1080TI - 1) // GPUS_PER_NODE_1080TI, r[1]) for r in gt["rows"]],
-                    "real"))
+                    "real", balance="mxnet"))
 tf = yaml.safe_load(open(tf_path))
 for key, title in (("dgx1_p100_single_server", "tf-benchmarks DGX-1"),
                    ("aws_k80_distributed", "tf-benchmarks AWS p2.8xlarge")):
