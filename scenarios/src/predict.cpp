@@ -120,8 +120,8 @@ class PointCache {
 };
 
 // The best server count of one workers entry: a geometric grid, then rounds that split the gaps between
-// the chosen count and its tried neighbours in thirds until they are within PS_SEARCH_RESOLUTION. The chosen count is the fewest whose
-// throughput is within PS_TIE_TOLERANCE of the best tried. What a round tries depends only on the
+// the chosen count and its tried neighbours in thirds until they are within PS_SEARCH_RESOLUTION. The
+// chosen count is the fewest whose throughput is within PS_TIE_TOLERANCE of the best tried. What a round tries depends only on the
 // results before it, so the answer does not depend on how many points run at once.
 class PsSearch {
  public:

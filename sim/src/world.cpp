@@ -53,7 +53,8 @@ struct World::Impl {
   std::int64_t started = 0;
   bool exclusive_compute = false;
   bool latency_bound_bypass = false;
-  bool weighted_folds = false;
+  // set_weighted_folds: the network model whose started actions get their flows' weights; null when off.
+  simgrid::kernel::resource::Model* weighted_model = nullptr;
   std::int64_t latency_bound_flows = 0;
   std::unordered_set<const s4u::Host*> computing;  // exclusive mode: devices with a computation in flight
   std::int64_t timers_in_flight = 0;
@@ -309,19 +310,24 @@ void World::compute(int rank, double seconds, std::function<void()> done) {
 
 void World::set_exclusive_compute(bool on) { impl_->exclusive_compute = on; }
 void World::set_latency_bound_bypass(bool on) { impl_->latency_bound_bypass = on; }
-void World::set_weighted_folds(bool on) { impl_->weighted_folds = on; }
+void World::set_weighted_folds(bool on) {
+  impl_->weighted_model = nullptr;
+  if (!on) return;
+  impl_->weighted_model = dynamic_cast<simgrid::kernel::resource::Model*>(
+      s4u::Engine::get_instance()->get_netzone_root()->get_network_model());
+  if (impl_->weighted_model == nullptr)
+    throw Failure("World::set_weighted_folds: the network model is not a resource model (internal error)");
+}
 
 namespace {
 // Starts `comm`; a weight above 1 gives its flow that many flows' share in max-min sharing. SimGrid
 // 3.32 has no s4u call for it: the comm's network action is the newest in the network model's started
 // set right after start(), and its sharing penalty (the inverse of the share) is public on the action.
-void start_weighted(s4u::Comm& comm, double weight) {
+void start_weighted(s4u::Comm& comm, simgrid::kernel::resource::Model* model, double weight) {
   comm.start();
-  if (weight <= 1) return;
-  auto* model = dynamic_cast<simgrid::kernel::resource::Model*>(
-      s4u::Engine::get_instance()->get_netzone_root()->get_network_model());
-  auto* started = model != nullptr ? model->get_started_action_set() : nullptr;
-  if (started == nullptr || started->empty() || started->back().get_activity() != comm.get_impl())
+  if (weight <= 1 || model == nullptr) return;
+  auto* started = model->get_started_action_set();
+  if (started->empty() || started->back().get_activity() != comm.get_impl())
     throw Failure("World: a weighted flow's network action was not found after its start (internal error)");
   started->back().set_sharing_penalty(1.0 / weight);
 }
@@ -400,7 +406,7 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
-  const double weight = impl_->weighted_folds ? fold : 1.0;
+  const double weight = impl_->weighted_model != nullptr ? fold : 1.0;
   if (start_delay_s > 0) {
     // Counted as in flight from now; started (and counted as an activity) once the latency is paid.
     ++impl_->timers_in_flight;
@@ -409,7 +415,7 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
       --impl->timers_in_flight;
       ++impl->started;
       try {
-        start_weighted(*comm, weight);
+        start_weighted(*comm, impl->weighted_model, weight);
       } catch (...) {
         if (!impl->error) impl->error = std::current_exception();
       }
@@ -417,7 +423,7 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     return;
   }
   ++impl_->started;
-  start_weighted(*comm, weight);
+  start_weighted(*comm, impl_->weighted_model, weight);
 }
 
 void World::after(double delay_s, std::function<void()> fn) {

@@ -198,13 +198,17 @@ class PsExchange final : public Exchange {
       case platforms::TopologyKind::TORUS: per_switch = 1; break;
     }
     if (per_switch < 2 || nodes % per_switch != 0) return;
-    if (!dedicated()) {
-      fold_colocated(per_switch);
-      return;
-    }
+    // The used servers: the folds check routes against their hosts (a spread sample for the exact
+    // dedicated fold) and the load-scaled fold weighs links by one device's bytes to and from each.
     std::vector<int> used;
     for (int s = 0; s < servers_; ++s)
       if (shard_bytes_[static_cast<std::size_t>(s)] > 0) used.push_back(s);
+    std::vector<simgrid::s4u::Host*> refs;
+    for (int s : used) refs.push_back(server_host(s));
+    if (!dedicated()) {
+      fold_colocated(per_switch, refs);
+      return;
+    }
     // Exact while the representatives' flows stay under the budget; beyond it, groups of 2, 4, ...
     // switches folded with load-scaled links (World::fold_nodes_scaled), the fewest that fit.
     // Flows a representative starts per iteration: a pull per used shard, a push per push group and server.
@@ -217,10 +221,8 @@ class PsExchange final : public Exchange {
     const bool scaled = group > per_switch;
     // Every used server for a load-scaled fold (a link's scale depends on which servers' routes cross
     // it); the exact fold checks routes against a spread sample (the zones route a node by its switch).
-    std::vector<simgrid::s4u::Host*> refs;
     std::vector<double> push_B, pull_B;  // one device's bytes to and from each ref per iteration
     for (int s : used) {
-      refs.push_back(server_host(s));
       pull_B.push_back(shard_bytes_[static_cast<std::size_t>(s)]);
       double push = 0;
       for (const auto& g : group_bytes_) push += g[static_cast<std::size_t>(s)];
@@ -234,23 +236,15 @@ class PsExchange final : public Exchange {
       if (!all.empty() && out.back() != all.back()) out.push_back(all.back());
       return out;
     };
-    const auto make_groups = [nodes](int size) {
-      std::vector<std::vector<int>> out;
-      for (int first = 0; first < nodes; first += size) {
-        out.emplace_back(static_cast<std::size_t>(size));
-        std::iota(out.back().begin(), out.back().end(), first);
-      }
-      return out;
-    };
     // A refused grouping (links some members use are busy) is tried again with half as many switches.
     std::vector<std::vector<int>> groups;
     int k = 1;
     for (int g = group; scaled && k <= 1 && g > per_switch; g /= 2) {
-      groups = make_groups(g);
+      groups = node_groups(0, g);
       k = replay_.world().fold_nodes_scaled(groups, refs, push_B, pull_B);
     }
     if (k <= 1) {  // not scaled, or refused: the exact fold, one representative per switch
-      groups = make_groups(per_switch);
+      groups = node_groups(0, per_switch);
       k = replay_.world().fold_nodes(groups, spread_sample(refs));
     }
     if (k <= 1) return;
@@ -264,18 +258,11 @@ class PsExchange final : public Exchange {
   // representatives' flows are weighted (World::set_weighted_folds) where they share the servers'
   // links with those nodes' flows. Not grouped beyond one switch: the load-scaled fold assumes every
   // flow on a link stands for nodes alike.
-  void fold_colocated(int per_switch) {
+  void fold_colocated(int per_switch, const std::vector<simgrid::s4u::Host*>& refs) {
     const int nodes = layout().nodes;
     const int first = (std::min(servers_, nodes) + per_switch - 1) / per_switch * per_switch;  // first server-less switch
     if (nodes - first < 2 * per_switch) return;  // fewer than two switches to fold: not worth it
-    std::vector<simgrid::s4u::Host*> refs;
-    for (int s = 0; s < servers_; ++s)
-      if (shard_bytes_[static_cast<std::size_t>(s)] > 0) refs.push_back(server_host(s));
-    std::vector<std::vector<int>> groups;
-    for (int g = first; g < nodes; g += per_switch) {
-      groups.emplace_back(static_cast<std::size_t>(per_switch));
-      std::iota(groups.back().begin(), groups.back().end(), g);
-    }
+    const auto groups = node_groups(first, per_switch);
     const int k = replay_.world().fold_nodes(groups, refs);
     if (k <= 1) return;
     replay_.world().set_weighted_folds(true);
@@ -283,6 +270,16 @@ class PsExchange final : public Exchange {
       fold_of_[static_cast<std::size_t>(g[0])] = k;
       for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
     }
+  }
+  // Consecutive nodes from `first` to the last, in groups of `size` (whole switches when size is a
+  // multiple of the nodes per switch).
+  std::vector<std::vector<int>> node_groups(int first, int size) const {
+    std::vector<std::vector<int>> out;
+    for (int g = first; g < layout().nodes; g += size) {
+      out.emplace_back(static_cast<std::size_t>(size));
+      std::iota(out.back().begin(), out.back().end(), g);
+    }
+    return out;
   }
   int fold(int node) const { return fold_of_[static_cast<std::size_t>(node)]; }
   bool folded(int rank) const { return rep_node_[static_cast<std::size_t>(node_of(rank))] != node_of(rank); }
