@@ -79,9 +79,13 @@ def fit_pcie():
     eff = sum(dma) / len(dma) / PCIE_GEN3_X16_BPS
     shm = [p["value"] for p in pts if p["bench"] == "nccl_allreduce_busbw_shm"][0]
     host_eff = 2 * shm / PCIE_GEN3_X16_BPS  # two opposite flows shared the host path
+    no_gdr = [p["value"] for p in pts if p["bench"] == "nccl_allreduce_busbw_no_gdr" and p["use"] == "fit"]
+    nic_eff = 2 * sum(no_gdr) / len(no_gdr) / PCIE_GEN3_X16_BPS  # send and receive shared the GPU <-> NIC path
     print(f"\n## pcie (from {os.path.relpath(PCIE_DATA, os.path.dirname(HERE))}), gen3 x16 = {PCIE_GEN3_X16_BPS / 1e9:.3f} GB/s")
     print(f"link_efficiency = {eff:.4f} (mean of {len(dma)} pinned bandwidthTest figures, {sum(dma) / len(dma) / 1e9:.3f} GB/s)")
     print(f"host_staging_efficiency = {host_eff:.4f} (2 x {shm / 1e9:.2f} GB/s NCCL SHM allreduce, bidirectional)")
+    print(f"nic_host_efficiency = {nic_eff:.4f} (2 x the mean of {len(no_gdr)} NCCL allreduce figures without GPUDirect "
+          f"RDMA, {sum(no_gdr) / len(no_gdr) / 1e9:.2f} GB/s; gen3 x16 assumed)")
     dma_Bps, host_Bps = eff * PCIE_GEN3_X16_BPS, host_eff * PCIE_GEN3_X16_BPS
     copy_s = 1e-6 + STAGING_CHUNK_B / dma_Bps  # 1 us per DMA chunk (the platforms' node.intra.latency_s)
     one_staged = STAGING_CHUNK_B / max(copy_s, STAGING_CHUNK_B / host_Bps)  # one flow through a host path
@@ -91,6 +95,8 @@ def fit_pcie():
         "nccl_reducescatter_busbw_shm": host_Bps / 2,
         "nccl_broadcast_busbw_shm": one_staged, "nccl_reduce_busbw_shm": one_staged,
         "nccl_shm_across_sockets": one_staged, "cudaMemcpyPeer_staged": one_staged,
+        "nccl_allreduce_busbw_no_gdr": nic_eff * PCIE_GEN3_X16_BPS / 2,
+        "nccl_nic_on_cpu_busbw": nic_eff * 2 * PCIE_GEN3_X16_BPS / 2,  # gen4 x16: twice the gen3 link
     }
     print("check                          published_GBps  model_GBps  error_%  setup")
     for p in pts:

@@ -37,6 +37,11 @@ struct IntraNode {
   // pcie: GPUs under different CPU sockets reach each other peer to peer (false, the default: no P2P
   // through QPI/UPI, so bytes are staged through host memory; docs/transports.md)
   bool p2p_across_sockets = false;
+  // pcie with network transport rdma: the GPUs' bytes reach the NIC by GPUDirect RDMA (true), or
+  // through their socket's host memory (false, the default): NCCL sends by GPUDirect RDMA only from
+  // GPUs with NVLink (pre-Ampere) and receives by it only when GPU and NIC share a PCIe switch
+  // (docs/transports.md "GPU to NIC").
+  bool gpudirect_rdma = false;
   std::string source;
   std::string assumptions;        // figures assumed, and why
 };

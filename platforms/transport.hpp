@@ -43,6 +43,10 @@ struct Transport {
   // DEVICE_LINK without peer-to-peer (GPUs under different CPU sockets): capacity of one socket's host-memory
   // path for device bytes staged through it, both directions sharing it, as a fraction of the device link.
   double host_staging_efficiency = 0;
+  // DEVICE_LINK, GPUs that reach the NIC without GPUDirect RDMA: capacity of the node's GPU <-> NIC path
+  // through host memory (NCCL's GPU -> host buffer -> NIC and back), both directions and every GPU of the
+  // node sharing it, per NIC, as a fraction of the device link; 0 = no such path.
+  double nic_host_efficiency = 0;
   double rpc_per_call_s = 0;        // RPC: software time of one call (framing, dispatch), beyond the wire
   double rpc_software_Bps = 0;      // RPC: rate of the serial per-byte work (serialisation copies); 0 = none
   // RPC: server CPU time of one call (HTTP/2 framing, protobuf, completion queue), run on the server

@@ -155,7 +155,7 @@ std::string parse_transport(Reader& r, const YAML::Node& map, const std::string&
 IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) {
   yaml::check_keys(map,
                    {"kind", "link_bandwidth_Bps", "latency_s", "devices_per_switch", "uplink_bandwidth_Bps",
-                    "links_per_pair", "pairs", "links_per_gpu", "p2p_across_sockets", "transport", "source",
+                    "links_per_pair", "pairs", "links_per_gpu", "p2p_across_sockets", "gpudirect_rdma", "transport", "source",
                     "assumptions"},
                    r.origin(), ctx);
   IntraNode in;
@@ -176,6 +176,10 @@ IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) 
   in.p2p_across_sockets = yaml::optional<bool>(map, "p2p_across_sockets", false, r.origin(), ctx);
   if (map["p2p_across_sockets"] && in.kind != IntraNodeKind::PCIE)
     r.fail(map["p2p_across_sockets"], ctx, "field 'p2p_across_sockets' is only for kind 'pcie'");
+  in.gpudirect_rdma = yaml::optional<bool>(map, "gpudirect_rdma", false, r.origin(), ctx);
+  if (map["gpudirect_rdma"] && in.kind != IntraNodeKind::PCIE)
+    r.fail(map["gpudirect_rdma"], ctx,
+           "field 'gpudirect_rdma' is only for kind 'pcie' (NVLink nodes reach their NICs by GPUDirect RDMA)");
   // Fields a kind does not use are errors, not silently ignored.
   if (map["links_per_pair"] && in.kind != IntraNodeKind::NVLINK_HYBRID_CUBE_MESH)
     r.fail(map["links_per_pair"], ctx, "field 'links_per_pair' is only for kind 'nvlink-hybrid-cube-mesh'");
@@ -592,6 +596,12 @@ Platform load_platform(const std::string& name_or_file) {
     if (!root[section]) r.fail(root, "platform", fmt::format("missing required section '{}'", section));
   parse_node(r, root["node"], p);
   parse_network(r, root["network"], p);
+  if (const YAML::Node g = root["node"]["intra"]["gpudirect_rdma"];
+      g && platforms::transport_by_name(p.network.transport).model != TransportModel::DIRECT)
+    r.fail(g, "node.intra",
+           fmt::format("field 'gpudirect_rdma' applies with network.transport 'rdma', not '{}' (host-staged and "
+                       "socket transports move device bytes through host memory already)",
+                       p.network.transport));
   if (const YAML::Node lib = root["collective_library"]) {  // a name or {value: NAME, source: "..."}
     if (lib.IsMap()) {
       yaml::check_keys(lib, {"value", "source"}, r.origin(), "platform.collective_library");

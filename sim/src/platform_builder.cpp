@@ -145,12 +145,6 @@ struct NodeBuilder {
         to_cpu[g].emplace_back(switches[s], Dir::UP);
       }
       add_both(zone, devs[g]->get_netpoint(), node_host->get_netpoint(), to_cpu[g]);
-      // GPUs reach the NIC over their PCIe path; a CPU process hands its buffer to the NIC directly
-      // (RDMA / socket DMA from process memory), so its inter-node path is the NIC, not the
-      // process-to-process memory-copy link.
-      auto via_nic = (pcie || nvlink) ? to_cpu[g] : std::vector<LinkInRoute>{};
-      via_nic.emplace_back(nic, Dir::UP);
-      add_both(zone, devs[g]->get_netpoint(), gw, via_nic);
     }
     // Host-memory path of each socket for device bytes staged across sockets: one shared link (both
     // directions), so opposite staged flows through one socket split it (NCCL SHM, docs/transports.md).
@@ -160,6 +154,22 @@ struct NodeBuilder {
           intra.link_bandwidth_Bps * platforms::transport_by_name(intra.transport).host_staging_efficiency;
       for (int k = 0; k < p.node.cpu_sockets; ++k)
         host_stage.push_back(zone->create_link(fmt::format("{}-host{}-stage", tag, k), stage_Bps)->set_latency(0));
+    }
+    // Without GPUDirect RDMA the GPUs' bytes to and from the NIC pass through host memory: one path per NIC
+    // port, shared by both directions and every GPU of the node (nccl-tests, docs/transports.md "GPU to NIC").
+    s4u::Link* nic_host = nullptr;
+    if (pcie && gpus > 0 && gpu_nic_via_host_memory(p))
+      nic_host = zone->create_link(tag + "-nic-host", intra.link_bandwidth_Bps * std::max(1, p.node.nics) *
+                                                          platforms::transport_by_name(intra.transport).nic_host_efficiency)
+                     ->set_latency(0);
+    for (int g = 0; g < gpus; ++g) {
+      // GPUs reach the NIC over their PCIe path; a CPU process hands its buffer to the NIC directly
+      // (RDMA / socket DMA from process memory), so its inter-node path is the NIC, not the
+      // process-to-process memory-copy link.
+      auto via_nic = (pcie || nvlink) ? to_cpu[g] : std::vector<LinkInRoute>{};
+      if (nic_host != nullptr) via_nic.emplace_back(nic_host);
+      via_nic.emplace_back(nic, Dir::UP);
+      add_both(zone, devs[g]->get_netpoint(), gw, via_nic);
     }
     auto reversed_down = [](std::vector<LinkInRoute> up) {
       std::vector<LinkInRoute> down;
@@ -384,6 +394,8 @@ LinkRole describe_link(const std::string& name) {
       const std::string part = base.substr(end + 1);
       const std::string where = fmt::format("node {} ", node);
       if (part == "nic") return {"nic", node, where + (up ? "NIC (sending)" : "NIC (receiving)")};
+      if (part == "nic-host")
+        return {"host-staging", node, where + "host memory between GPUs and NIC (no GPUDirect RDMA)"};
       if (part == "ssd") return {"storage", node, where + "SSD"};
       if (part.starts_with("host") && part.ends_with("-stage")) {
         std::size_t e1 = 0;
@@ -415,6 +427,14 @@ bool host_staged_across_sockets(const platforms::Platform& p) {
   return in.kind == platforms::IntraNodeKind::PCIE && p.node.cpu_sockets >= 2 && p.node.gpus >= 2 &&
          !in.p2p_across_sockets &&
          platforms::transport_by_name(in.transport, platforms::TransportScope::INTRA_NODE).host_staging_efficiency > 0;
+}
+
+bool gpu_nic_via_host_memory(const platforms::Platform& p) {
+  const auto& in = p.node.intra;
+  return in.kind == platforms::IntraNodeKind::PCIE && p.node.gpus >= 1 && !in.gpudirect_rdma &&
+         platforms::transport_by_name(p.network.transport, platforms::TransportScope::INTER_NODE).model ==
+             platforms::TransportModel::DIRECT &&
+         platforms::transport_by_name(in.transport, platforms::TransportScope::INTRA_NODE).nic_host_efficiency > 0;
 }
 
 void configure_network_model(const platforms::Platform& /*p*/) {

@@ -186,6 +186,9 @@ TEST_CASE("platforms::Transport: pcie constants follow from the published microb
   CHECK(pcie.link_efficiency == Approx(dma_Bps / gen3_x16_Bps).epsilon(1e-12));
   CHECK(pcie.link_efficiency == Approx(0.806).margin(0.001));
   CHECK(pcie.host_staging_efficiency == Approx(2 * 3.9e9 / gen3_x16_Bps).epsilon(1e-12));  // NCCL SHM, nccl#384
+  // GPU <-> NIC without GPUDirect RDMA: 2 x the mean of nccl #243 (5.7 GB/s) and #465 (6.0 GB/s).
+  CHECK(pcie.nic_host_efficiency == Approx(2 * (5.7e9 + 6.0e9) / 2 / gen3_x16_Bps).epsilon(1e-12));
+  CHECK(pcie.nic_host_efficiency == Approx(0.743).margin(0.001));
   CHECK(pcie.chunk_B == 262144);
   // Large PCIe messages reach the DMA efficiency, whatever the network's protocol efficiency.
   CHECK(pcie.bandwidth_factor(1e9, 0.5) == Approx(pcie.link_efficiency).epsilon(1e-12));
@@ -216,4 +219,37 @@ TEST_CASE("platforms::load_platform: p2p_across_sockets is a pcie field, a boole
   CHECK(p.node.gpu_socket(4) == 1);
   p.node.cpu_sockets = 1;
   CHECK(p.node.gpu_socket(7) == 0);
+}
+
+TEST_CASE("platforms::load_platform: gpudirect_rdma is a pcie field for network transport rdma", "[platforms]") {
+  auto load_gpu = [](const std::string& kind_extra, const std::string& transport) {
+    std::string text = EDR_STAR;
+    text.replace(text.find("TECH"), 4, "EDR InfiniBand");
+    text.replace(text.find("EXTRA"), 5, transport);
+    text.replace(text.find("  intra:\n    kind: shared-memory\n"), 32,
+                 "  gpu: p100-pcie\n  gpus: 2\n  intra:\n    kind: pcie\n" + kind_extra);
+    const auto path = std::filesystem::temp_directory_path() / ("dtsim_ttest_gdr_" + std::to_string(::getpid()) + ".yaml");
+    std::ofstream(path) << text;
+    std::string msg;
+    Platform p;
+    try {
+      p = load_platform(path.string());
+    } catch (const dtsim::InputError& e) {
+      msg = e.what();
+    }
+    std::filesystem::remove(path);
+    return std::pair{p, msg};
+  };
+  auto [plain, none] = load_gpu("", "");
+  CHECK(none.empty());
+  CHECK(!plain.node.intra.gpudirect_rdma);
+  auto [gdr, ok] = load_gpu("    gpudirect_rdma: true\n", "");
+  CHECK(ok.empty());
+  CHECK(gdr.node.intra.gpudirect_rdma);
+  const std::string tcp = load_gpu("    gpudirect_rdma: true\n", "  transport: {value: tcp, source: t}\n").second;
+  CHECK(contains(tcp, "field 'gpudirect_rdma' applies with network.transport 'rdma', not 'tcp'"));
+  CHECK(contains(tcp, "dtsim_ttest_gdr_"));
+  CHECK(contains(load_gpu("    gpudirect_rdma: 7\n", "").second, "gpudirect_rdma"));
+  CHECK(load_platform("ri2-k80").node.intra.gpudirect_rdma);  // MVAPICH2-GDR
+  CHECK(!load_platform("pitzer-gpu").node.intra.gpudirect_rdma);  // NCCL's rules, PCIe V100s
 }

@@ -6,6 +6,7 @@
 
 #include "common/child.hpp"
 #include "platforms/transport.hpp"
+#include "sim/src/platform_builder.hpp"
 #include "sim/src/world.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
 #include "tests/sim/world_test_support.hpp"
@@ -195,4 +196,51 @@ TEST_CASE("sim::Transport: GPUs on different sockets stage through host memory, 
     return one_flow(w, w.worker_host(1), w.worker_host(2), bytes) - w.route_latency_s(w.worker_host(1), w.worker_host(2));
   });
   CHECK(plain == Approx(bytes / 16e9).epsilon(1e-9));
+}
+
+TEST_CASE("sim::Transport: without GPUDirect RDMA a node's GPU bytes to and from the NIC share its host path",
+          "[sim]") {
+  const auto& pcie = platforms::transport_by_name("pcie");
+  const auto& rdma = platforms::transport_by_name("rdma");
+  auto p = test_platforms::gpu_fat_tree(4, 2);  // PCIe 16 GB/s device links, 1 us; one socket
+  p.node.intra.transport = "pcie";
+  p.network.transport = "rdma";
+  p.network.link_bandwidth_Bps = 100e9;  // the wire is never the bottleneck here
+  const double bytes = 1e9, f = rdma.bandwidth_factor(bytes, p.network.protocol_efficiency);
+  const double host_Bps = 16e9 * pcie.nic_host_efficiency;
+  REQUIRE(host_Bps < 16e9);
+  auto one_way = [&](const platforms::Platform& q) {
+    return in_world(q, {2, 1, 0}, [&](World& w) {
+      return one_flow(w, w.worker_host(0), w.worker_host(1), bytes) -
+             w.message_latency_s(w.worker_host(0), w.worker_host(1), bytes);
+    });
+  };
+  // Alone, a flow runs at the host path (the slowest link of its route).
+  CHECK(one_way(p) == Approx(bytes / (f * host_Bps)).epsilon(1e-9));
+  // Sending and receiving at once (a two-rank ring), each direction gets half of it: the nccl-tests
+  // figures the path was taken from (nccl #243, #465: 5.7-6 GB/s each way on 100 Gb/s InfiniBand).
+  auto exchange = [&](const platforms::Platform& q, int a, int b) {
+    return in_world(q, {2, 2, 0}, [&](World& w) {
+      double end = 0;
+      w.transfer(w.worker_host(a), w.worker_host(2 + b), bytes, [&]() { end = std::max(end, w.now()); });
+      w.transfer(w.worker_host(2 + a), w.worker_host(b), bytes, [&]() { end = std::max(end, w.now()); });
+      w.run();
+      return end - w.message_latency_s(w.worker_host(0), w.worker_host(2), bytes);
+    });
+  };
+  CHECK(exchange(p, 0, 0) == Approx(bytes / (f * host_Bps / 2)).epsilon(1e-9));
+  // Different GPUs of the node sending and receiving share it too (one path per NIC).
+  CHECK(exchange(p, 0, 1) == Approx(bytes / (f * host_Bps / 2)).epsilon(1e-9));
+  // GPUDirect RDMA keeps the device link; a host-staged network transport models its copies instead.
+  auto gdr = p;
+  gdr.node.intra.gpudirect_rdma = true;
+  CHECK(one_way(gdr) == Approx(bytes / (f * 16e9)).epsilon(1e-9));
+  CHECK(!sim::gpu_nic_via_host_memory(gdr));
+  CHECK(sim::gpu_nic_via_host_memory(p));
+  auto staged = p;
+  staged.network.transport = "rdma-host-staged";
+  CHECK(!sim::gpu_nic_via_host_memory(staged));
+  auto ideal = p;
+  ideal.node.intra.transport = "ideal";
+  CHECK(!sim::gpu_nic_via_host_memory(ideal));
 }

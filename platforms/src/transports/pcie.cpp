@@ -1,6 +1,7 @@
 // Transport "pcie": intra-node device path over PCIe. DMA copies reach a fixed fraction of the nominal link
 // (CUDA bandwidthTest, pinned); GPUs under different CPU sockets have no peer-to-peer and stage through host
-// memory, pipelined in chunks, through a host path both directions share (NCCL SHM). docs/transports.md.
+// memory, pipelined in chunks, through a host path both directions share (NCCL SHM); without GPUDirect RDMA a
+// node's GPU bytes to and from the NIC cross a host path of their own (nccl-tests). docs/transports.md.
 #include "platforms/src/transports/transports.hpp"
 
 namespace dtsim::platforms::transport_rows {
@@ -23,6 +24,18 @@ constexpr double mean_dma_Bps() {
 // path carried 2 x 3.9 GB/s for both directions together.
 constexpr double NCCL_SHM_ALLREDUCE_BUSBW_Bps = 3.9e9;
 constexpr int NCCL_SHM_FLOWS = 2;
+// nccl-tests allreduce between two nodes on 100 Gb/s InfiniBand (12.5 GB/s) with NCCL moving GPU bytes
+// through host memory (no GPUDirect RDMA), each rank sending and receiving at once: NVIDIA/nccl #243
+// (NCCL 2.4, one GPU per node, "always around 5.7 GB/s") and NVIDIA/nccl #465 (NCCL 2.4.8-2.5.7, 4 nodes,
+// nv_peer_mem not loaded, "6 GB/s, half of what I expected"). Both directions crossed the node's
+// GPU <-> NIC host path together: 2 x the mean bus bandwidth; assumed gen3 x16 GPUs (2019-2021, CUDA 10).
+constexpr double NCCL_NO_GDR_BUSBW_Bps[] = {5.7e9, 6.0e9};
+constexpr double mean_no_gdr_Bps() {
+  double sum = 0;
+  for (double v : NCCL_NO_GDR_BUSBW_Bps) sum += v;
+  return sum / (sizeof(NCCL_NO_GDR_BUSBW_Bps) / sizeof(NCCL_NO_GDR_BUSBW_Bps[0]));
+}
+constexpr int NCCL_NO_GDR_FLOWS = 2;
 }  // namespace
 
 Transport pcie() {
@@ -34,8 +47,10 @@ Transport pcie() {
   t.scope = TransportScope::INTRA_NODE;
   t.link_efficiency = mean_dma_Bps() / PCIE_GEN3_X16_Bps;
   t.host_staging_efficiency = NCCL_SHM_FLOWS * NCCL_SHM_ALLREDUCE_BUSBW_Bps / PCIE_GEN3_X16_Bps;
+  t.nic_host_efficiency = NCCL_NO_GDR_FLOWS * mean_no_gdr_Bps() / PCIE_GEN3_X16_Bps;
   t.chunk_B = STAGING_CHUNK_B;
   t.source = "CUDA bandwidthTest on P100 PCIe (Microway; gearshifft PR #82); NVIDIA/nccl #384 (SHM, gen3 x16); "
+             "NVIDIA/nccl #243 and #465 (GPU <-> NIC through host memory, 100 Gb/s InfiniBand); "
              "chunk: MVAPICH2 2.3 MV2_CUDA_BLOCK_SIZE; benchmarks/data/transports/pcie_points.csv";
   return t;
 }
