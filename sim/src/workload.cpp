@@ -23,9 +23,11 @@ void check_time(double t, const calibrate::LayerTime& l, const char* what) {
 }
 }  // namespace
 
-IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes) {
+IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes, double min_segment_s) {
   if (!std::isfinite(fusion_bytes) || fusion_bytes < 0)
     throw InputError(fmt::format("fusion size must be >= 0 bytes, got {}", fusion_bytes));
+  if (!std::isfinite(min_segment_s) || min_segment_s < 0)
+    throw InputError(fmt::format("minimum backward segment must be >= 0 s, got {}", min_segment_s));
   if (!std::isfinite(profile.update_s) || profile.update_s < 0)
     throw InputError(fmt::format("compute profile: update time must be >= 0 s, got {}", profile.update_s));
   IterationPlan plan;
@@ -54,7 +56,8 @@ IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fu
     since_last_ready_s += l.bwd_s();
     if (l.grad_bytes <= 0) continue;
     const double bytes = static_cast<double>(l.grad_bytes);
-    if (!open.layers.empty() && open.bytes + bytes > fusion_bytes) {
+    if (!open.layers.empty() &&
+        (open.bytes + bytes > fusion_bytes || (min_segment_s > 0 && open_until_s >= min_segment_s))) {
       close();
     }
     open.layers.push_back(i);

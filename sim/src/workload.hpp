@@ -30,8 +30,11 @@ struct IterationPlan {
 
 // Builds the plan: buckets are filled in backward order while their size stays <= fusion_bytes (a
 // gradient larger than the threshold travels alone, as in Horovod; fusion_bytes 0 = one per layer).
-// Throws InputError for a negative fusion size or a profile with negative times.
-IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes);
+// With min_segment_s > 0 a bucket also closes once its backward segment lasts min_segment_s (Horovod's
+// cycle: tensors produced within one cycle are fused at the same tick anyway), so buckets are the
+// tensors ready within about one cycle, up to the threshold.
+// Throws InputError for a negative fusion size or segment, or a profile with negative times.
+IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes, double min_segment_s = 0);
 
 // A bucket's layers in words for traces: "fc8" or "conv5_3 .. fc6" (backward order: first .. last).
 std::string bucket_layer_range(const calibrate::ComputeProfile& profile, const Bucket& bucket);

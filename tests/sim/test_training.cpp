@@ -264,6 +264,27 @@ TEST_CASE("sim::Training: Horovod cycle time delays exchanges to cycle ticks", "
   CHECK(r.iteration_time_s == Approx(0.1 + UPDATE_S).epsilon(1e-3));
 }
 
+TEST_CASE("sim::Training: Horovod fuses at each tick what is ready, so a large threshold still overlaps",
+          "[sim][training]") {
+  // 10 layers of 2 ms backward and 4 MB of gradient; 2 workers on 4 GB/s NICs: a layer's ring allreduce
+  // (2 steps of 2 MB each way) takes ~1 ms, less than the next layer's backward.
+  const auto plat = star_platform(4e9, 2);
+  const auto prof = uniform_profile(10);
+  auto p = point(S("allreduce-ring"), 2);
+  p.fusion_bytes = 1e12;  // above the model: one bucket without a cycle
+  p.iterations = 2;
+  const double fwd_bwd = 10 * (LAYER_FWD_S + LAYER_BWD_S);
+  const auto whole = sim::simulate_training(plat, prof, p);
+  // Without a cycle the one 40 MB bucket starts after backward: ~10 ms exposed.
+  CHECK(whole.iteration_time_s > fwd_bwd + UPDATE_S + 9e-3);
+  p.cycle_s = 1e-4;
+  const auto hvd = sim::simulate_training(plat, prof, p);
+  // With a 0.1 ms cycle each layer's gradient goes at the tick after it is ready: only the last
+  // layer's ~1 ms allreduce (and a tick) is exposed.
+  CHECK(hvd.iteration_time_s > fwd_bwd + UPDATE_S + 0.9e-3);
+  CHECK(hvd.iteration_time_s < fwd_bwd + UPDATE_S + 1.5e-3);
+}
+
 TEST_CASE("sim::Training: real data stalls when storage is slower than compute", "[sim][training]") {
   auto plat = star_platform(10e9);
   plat.storage.kind = platforms::StorageKind::LOCAL_SSD;

@@ -59,6 +59,25 @@ TEST_CASE("sim::Workload: fusion 0 gives one bucket per parameter layer, huge fu
   CHECK_THROWS_AS(sim::plan_iteration(bad, 0), InputError);
 }
 
+TEST_CASE("sim::Workload: a cycle closes buckets after one cycle of backward, within the threshold",
+          "[sim][workload]") {
+  // Backward 2 ms per layer; l0 has no parameters. A 3 ms cycle: a bucket closes once its segment lasts
+  // 3 ms, i.e. every second parameter layer.
+  const auto prof = profile_of({0, 10, 10, 10, 10, 10});
+  const auto plan = sim::plan_iteration(prof, 1e12, 3e-3);
+  REQUIRE(plan.buckets.size() == 3);
+  CHECK(plan.buckets[0].layers == std::vector<int>{5, 4});
+  CHECK(plan.buckets[1].layers == std::vector<int>{3, 2});
+  CHECK(plan.buckets[2].layers == std::vector<int>{1});
+  CHECK(plan.bwd_segment_s[0] == Approx(4e-3));
+  // The threshold still bounds a bucket.
+  CHECK(sim::plan_iteration(prof, 15, 3e-3).buckets.size() == 5);
+  // A cycle shorter than a layer: one bucket per parameter layer; 0: fusion only.
+  CHECK(sim::plan_iteration(prof, 1e12, 1e-3).buckets.size() == 5);
+  CHECK(sim::plan_iteration(prof, 1e12, 0).buckets.size() == 1);
+  CHECK_THROWS_AS(sim::plan_iteration(prof, 1e12, -1), InputError);
+}
+
 TEST_CASE("sim::Workload: MXNet placement splits big arrays over all servers and hashes the others", "[sim][workload]") {
   // Gradient bytes; 4e6 B = 1e6 FP32 values, MXNet's big-array bound. Keys count parameter layers only.
   const auto prof = profile_of({0, 8000000, 400, 4000000, 3960000, 400});

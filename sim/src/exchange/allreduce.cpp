@@ -1,6 +1,8 @@
 // Allreduce family: gradients fused into buckets (Horovod's fusion buffer, DDP's buckets) are
 // allreduced in backward order by every worker with the strategy's collective, one bucket at a time,
-// overlapped with the remaining backward (or after it with overlap off), at most once per cycle.
+// overlapped with the remaining backward (or after it with overlap off). With a cycle (Horovod) the plan
+// holds one bucket per tensor and each cycle tick fuses the tensors ready on every rank, up to the fusion
+// threshold, into one collective (docs/frameworks.md "Cycle").
 #include <fmt/format.h>
 
 #include <cmath>
@@ -39,6 +41,11 @@ class AllreduceExchange final : public Exchange {
       const double mem_Bps = replay.platform().worker_device().mem_bandwidth_Bps;
       copy_s_per_B_ = mem_Bps > 0 ? COPY_TRAFFIC_PER_BYTE / mem_Bps : 0;
     }
+    fuse_ready_ = replay.point().cycle_s > 0;
+    // A cycle runs a negotiation and a fused collective per tick, hundreds per iteration, most of them
+    // latency-bound (the 8-byte words, the small tensors): those skip the max-min solver, as PS messages do
+    // (World::set_latency_bound_bypass, docs/simulation-training.md).
+    if (fuse_ready_) replay.world().set_latency_bound_bypass(true);
     iters_.resize(static_cast<std::size_t>(replay.iterations()));
     for (auto& it : iters_) it.ready.assign(replay.plan().buckets.size(), 0);
     done_.assign(static_cast<std::size_t>(replay.workers()), RankIter{});
@@ -101,11 +108,23 @@ class AllreduceExchange final : public Exchange {
   void start(int it) {
     auto& st = iter(it);
     auto& w = replay_.world();
+    const auto& buckets = replay_.plan().buckets;
     const std::size_t k = st.next_bucket;
+    // Tensor fusion at a cycle tick: the next buckets ready on every rank, while the fused size stays
+    // within the threshold (a tensor larger than it goes alone).
+    std::size_t end = k + 1;
+    double bytes = buckets[k].bytes;
+    std::size_t tensors = buckets[k].layers.size();
+    if (fuse_ready_)
+      while (end < buckets.size() && st.ready[end] == replay_.workers() &&
+             bytes + buckets[end].bytes <= replay_.point().fusion_bytes) {
+        bytes += buckets[end].bytes;
+        tensors += buckets[end].layers.size();
+        ++end;
+      }
     st.in_flight = true;
     replay_.count_activity();
     const double t0 = w.now();
-    const double bytes = replay_.plan().buckets[k].bytes;
     const auto& layout = replay_.layout();
     const LibraryCall call = library_call(replay_.platform(), replay_.workers(), layout.nodes, bytes);
     const LibraryChoice choice = library_.choose(call, forced_);
@@ -114,20 +133,25 @@ class AllreduceExchange final : public Exchange {
       const auto split = algorithm.bytes_moved({replay_.workers(), layout.nodes, layout.workers_per_node}, bytes);
       replay_.count_collective_bytes(split.inter_node_B, split.intra_node_B);
     }
-    auto done = [this, it, k, t0] {
+    auto done = [this, it, k, end, t0] {
       auto& s = iter(it);
       const double now = replay_.world().now();
       s.in_flight = false;
-      ++s.next_bucket;
+      s.next_bucket = end;
       replay_.record_comm(-1, it, t0, now);
       if (replay_.tracing(it)) {
-        const auto& bucket = replay_.plan().buckets[k];
+        Bucket fused;
+        for (std::size_t j = k; j < end; ++j) {
+          const auto& b = replay_.plan().buckets[j];
+          fused.bytes += b.bytes;
+          fused.layers.insert(fused.layers.end(), b.layers.begin(), b.layers.end());
+        }
         replay_.trace().add(TraceRecorder::Group::EXCHANGES, 0,
-                            fmt::format("allreduce bucket {}: {}", k, bucket_layer_range(replay_.profile(), bucket)),
+                            fmt::format("allreduce bucket {}: {}", k, bucket_layer_range(replay_.profile(), fused)),
                             "allreduce", t0, now,
                             {{"bucket", static_cast<double>(k)},
-                             {"bytes", bucket.bytes},
-                             {"layers", static_cast<double>(bucket.layers.size())},
+                             {"bytes", fused.bytes},
+                             {"layers", static_cast<double>(fused.layers.size())},
                              {"iteration", static_cast<double>(it)}});
       }
       if (s.next_bucket == replay_.plan().buckets.size()) {
@@ -139,7 +163,7 @@ class AllreduceExchange final : public Exchange {
     // The framework's runtime around the collective: negotiation, then the copy into the fusion
     // buffer, the collective, and the copy back out (only fused buckets of several tensors are copied).
     const auto& fw = replay_.point().framework;
-    const double copy_s = fw.fusion_copies && replay_.plan().buckets[k].layers.size() > 1 ? bytes * copy_s_per_B_ : 0;
+    const double copy_s = fw.fusion_copies && tensors > 1 ? bytes * copy_s_per_B_ : 0;
     auto collective = [this, call, copy_s, done = std::move(done)]() mutable {
       auto& world = replay_.world();
       auto copy_out = [&world, copy_s, done = std::move(done)]() mutable {
@@ -164,8 +188,15 @@ class AllreduceExchange final : public Exchange {
       }
     };
     if (fw.negotiation && replay_.workers() > 1) {
-      start_collective(w, *collective_or_null("allreduce", "rhd"), ranks_, negotiation_B_, CommMode::FINE,
-                       std::move(collective));
+      if (negotiation_s_ >= 0) {  // the same latency-bound exchange again: its measured duration
+        w.after(negotiation_s_, std::move(collective));
+      } else {
+        start_collective(w, *collective_or_null("allreduce", "rhd"), ranks_, negotiation_B_, CommMode::FINE,
+                         [this, t0, collective = std::move(collective)]() mutable {
+                           negotiation_s_ = replay_.world().now() - t0;
+                           collective();
+                         });
+      }
     } else {
       collective();
     }
@@ -180,7 +211,12 @@ class AllreduceExchange final : public Exchange {
 
   const CollectiveLibrary& library_;
   std::string forced_;  // the strategy's algorithm; empty: the library picks (allreduce-auto)
+  bool fuse_ready_ = false;   // a framework cycle: fuse the ready per-tensor buckets at each tick
   double negotiation_B_ = 0;  // bytes of one negotiation allreduce
+  // Duration of the first negotiation, simulated message by message on the network; later ones reuse it
+  // (a latency-bound exchange of a few words: its time hardly depends on the traffic around it, and
+  // hundreds per iteration at 1,024 ranks would cost ~20,000 messages each). -1: none run yet.
+  double negotiation_s_ = -1;
   double copy_s_per_B_ = 0;   // seconds per byte of one fusion-buffer copy
   std::vector<int> ranks_;
   std::vector<Iter> iters_;
