@@ -143,6 +143,10 @@ struct Platform {
   double node_peak_flops() const;
   double total_peak_flops() const { return node_peak_flops() * nodes; }
   const Device& cpu_device() const;  // one CPU socket of a node
+  // True when a GPU's bytes to and from the NIC cross the node's host memory: pcie intra-node without
+  // `gpudirect_rdma`, network transport rdma, an intra transport that models it (its nic_host_efficiency;
+  // NCCL's rules for GPUDirect RDMA, docs/transports.md "GPU to NIC").
+  bool gpu_nic_via_host_memory() const;
 };
 
 // The names used in platform files ("pcie", "fat-tree", "parallel-fs", ...).

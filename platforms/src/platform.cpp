@@ -552,6 +552,13 @@ double Platform::bisection_bandwidth_Bps() const {
   return std::min(injection, cut);
 }
 
+bool Platform::gpu_nic_via_host_memory() const {
+  const auto& in = node.intra;
+  return in.kind == IntraNodeKind::PCIE && node.gpus >= 1 && !in.gpudirect_rdma &&
+         transport_by_name(network.transport, TransportScope::INTER_NODE).model == TransportModel::DIRECT &&
+         transport_by_name(in.transport, TransportScope::INTRA_NODE).nic_host_efficiency > 0;
+}
+
 std::string platform_path(const std::string& name_or_file) {
   const bool looks_like_path = name_or_file.find('/') != std::string::npos ||
                                (name_or_file.size() > 5 && name_or_file.ends_with(".yaml")) ||

@@ -158,7 +158,7 @@ struct NodeBuilder {
     // Without GPUDirect RDMA the GPUs' bytes to and from the NIC pass through host memory: one path per NIC
     // port, shared by both directions and every GPU of the node (nccl-tests, docs/transports.md "GPU to NIC").
     s4u::Link* nic_host = nullptr;
-    if (pcie && gpus > 0 && gpu_nic_via_host_memory(p))
+    if (pcie && gpus > 0 && p.gpu_nic_via_host_memory())
       nic_host = zone->create_link(tag + "-nic-host", intra.link_bandwidth_Bps * std::max(1, p.node.nics) *
                                                           platforms::transport_by_name(intra.transport).nic_host_efficiency)
                      ->set_latency(0);
@@ -427,14 +427,6 @@ bool host_staged_across_sockets(const platforms::Platform& p) {
   return in.kind == platforms::IntraNodeKind::PCIE && p.node.cpu_sockets >= 2 && p.node.gpus >= 2 &&
          !in.p2p_across_sockets &&
          platforms::transport_by_name(in.transport, platforms::TransportScope::INTRA_NODE).host_staging_efficiency > 0;
-}
-
-bool gpu_nic_via_host_memory(const platforms::Platform& p) {
-  const auto& in = p.node.intra;
-  return in.kind == platforms::IntraNodeKind::PCIE && p.node.gpus >= 1 && !in.gpudirect_rdma &&
-         platforms::transport_by_name(p.network.transport, platforms::TransportScope::INTER_NODE).model ==
-             platforms::TransportModel::DIRECT &&
-         platforms::transport_by_name(in.transport, platforms::TransportScope::INTRA_NODE).nic_host_efficiency > 0;
 }
 
 void configure_network_model(const platforms::Platform& /*p*/) {

@@ -36,10 +36,6 @@ void validate_for_simulation(const platforms::Platform& platform, const Layout& 
 // intra-node, >= 2 sockets, no P2P across them, an intra transport that models the staging).
 bool host_staged_across_sockets(const platforms::Platform& platform);
 
-// True when a GPU's bytes to and from the NIC cross the node's host memory: pcie intra-node without
-// `gpudirect_rdma`, network transport rdma, an intra transport that models the staging (NCCL's rules
-// for GPUDirect RDMA; docs/transports.md "GPU to NIC").
-bool gpu_nic_via_host_memory(const platforms::Platform& platform);
 
 // Sets the SimGrid network model and its factors from the platform. Must run after the Engine is
 // created and before any zone exists.

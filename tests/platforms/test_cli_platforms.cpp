@@ -49,6 +49,12 @@ TEST_CASE("platforms::cli: platform check prints the summary of a shipped platfo
   const Run j = run_dtsim("platform check dgx1-p100 --format json");
   CHECK(j.exit_code == 0);
   CHECK(j.output.find("\"devices_per_node\": 8") != std::string::npos);
+  CHECK(j.output.find("\"gpu_nic_via_host_memory\": false") != std::string::npos);  // NVLink node: GPUDirect RDMA
+  // A PCIe GPU node over RDMA without gpudirect_rdma says how its GPUs reach the NIC.
+  const Run pitzer = run_dtsim("platform check pitzer-gpu");
+  CHECK(pitzer.output.find("GPU to NIC") != std::string::npos);
+  CHECK(pitzer.output.find("11.70 GB/s per node") != std::string::npos);
+  CHECK(run_dtsim("platform check ri2-k80").output.find("GPU to NIC") == std::string::npos);
 }
 
 TEST_CASE("platforms::cli: a bad platform file exits 2 with a one-line error", "[platforms][cli]") {

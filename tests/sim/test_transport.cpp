@@ -6,7 +6,6 @@
 
 #include "common/child.hpp"
 #include "platforms/transport.hpp"
-#include "sim/src/platform_builder.hpp"
 #include "sim/src/world.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
 #include "tests/sim/world_test_support.hpp"
@@ -235,12 +234,12 @@ TEST_CASE("sim::Transport: without GPUDirect RDMA a node's GPU bytes to and from
   auto gdr = p;
   gdr.node.intra.gpudirect_rdma = true;
   CHECK(one_way(gdr) == Approx(bytes / (f * 16e9)).epsilon(1e-9));
-  CHECK(!sim::gpu_nic_via_host_memory(gdr));
-  CHECK(sim::gpu_nic_via_host_memory(p));
+  CHECK(!gdr.gpu_nic_via_host_memory());
+  CHECK(p.gpu_nic_via_host_memory());
   auto staged = p;
   staged.network.transport = "rdma-host-staged";
-  CHECK(!sim::gpu_nic_via_host_memory(staged));
+  CHECK(!staged.gpu_nic_via_host_memory());
   auto ideal = p;
   ideal.node.intra.transport = "ideal";
-  CHECK(!sim::gpu_nic_via_host_memory(ideal));
+  CHECK(!ideal.gpu_nic_via_host_memory());
 }
