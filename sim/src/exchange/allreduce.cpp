@@ -1,8 +1,8 @@
 // Allreduce family: gradients fused into buckets (Horovod's fusion buffer, DDP's buckets) are
 // allreduced in backward order by every worker with the strategy's collective, one bucket at a time,
-// overlapped with the remaining backward (or after it with overlap off). With a cycle (Horovod) the plan
-// holds one bucket per tensor and each cycle tick fuses the tensors ready on every rank, up to the fusion
-// threshold, into one collective (docs/frameworks.md "Cycle").
+// overlapped with the remaining backward (or after it with overlap off). With a cycle (Horovod) the plan's
+// buckets are the tensors of about one cycle of backward, and each cycle tick fuses those ready on every
+// rank, up to the fusion threshold, into one collective (docs/frameworks.md "Cycle and tensor fusion").
 #include <fmt/format.h>
 
 #include <cmath>
@@ -211,7 +211,7 @@ class AllreduceExchange final : public Exchange {
 
   const CollectiveLibrary& library_;
   std::string forced_;  // the strategy's algorithm; empty: the library picks (allreduce-auto)
-  bool fuse_ready_ = false;   // a framework cycle: fuse the ready per-tensor buckets at each tick
+  bool fuse_ready_ = false;   // a framework cycle: fuse the ready plan buckets at each tick
   double negotiation_B_ = 0;  // bytes of one negotiation allreduce
   // Duration of the first negotiation, simulated message by message on the network; later ones reuse it
   // (a latency-bound exchange of a few words: its time hardly depends on the traffic around it, and
