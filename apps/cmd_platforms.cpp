@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -191,9 +190,7 @@ void check_platform(const std::string& name_or_file, const std::string& format_t
   if (p.gpu_nic_via_host_memory())
     t.add_row({"GPU to NIC", fmt::format("through host memory (no GPUDirect RDMA: node.intra.gpudirect_rdma false), "
                                          "{:.2f} GB/s per node, send and receive sharing it",
-                                         p.node.intra.link_bandwidth_Bps * std::max(1, p.node.nics) *
-                                             platforms::transport_by_name(p.node.intra.transport).nic_host_efficiency /
-                                             GIGA)});
+                                         p.gpu_nic_host_Bps() / GIGA)});
   t.add_row({"topology", topology_shape(n)});
   t.add_row({"latency", fmt::format("{:.2f} us node to node ({:.2f} us overhead + {} hops x {:.2f} us)",
                                     n.message_time_s(0, hops) / MICRO, n.per_message_overhead_s / MICRO, hops,

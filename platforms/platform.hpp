@@ -143,10 +143,13 @@ struct Platform {
   double node_peak_flops() const;
   double total_peak_flops() const { return node_peak_flops() * nodes; }
   const Device& cpu_device() const;  // one CPU socket of a node
-  // True when a GPU's bytes to and from the NIC cross the node's host memory: pcie intra-node without
-  // `gpudirect_rdma`, network transport rdma, an intra transport that models it (its nic_host_efficiency;
-  // NCCL's rules for GPUDirect RDMA, docs/transports.md "GPU to NIC").
-  bool gpu_nic_via_host_memory() const;
+  // Rate of the node's GPU <-> NIC path through host memory (bytes/s, both directions and every GPU
+  // sharing it), or 0 when GPUs reach the NIC directly. Non-zero for pcie intra-node without
+  // `gpudirect_rdma`, network transport rdma and an intra transport that models it (its
+  // nic_host_efficiency x the device link x the NIC ports; NCCL's rules for GPUDirect RDMA,
+  // docs/transports.md "GPU to NIC").
+  double gpu_nic_host_Bps() const;
+  bool gpu_nic_via_host_memory() const { return gpu_nic_host_Bps() > 0; }
 };
 
 // The names used in platform files ("pcie", "fat-tree", "parallel-fs", ...).

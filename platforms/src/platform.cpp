@@ -552,11 +552,13 @@ double Platform::bisection_bandwidth_Bps() const {
   return std::min(injection, cut);
 }
 
-bool Platform::gpu_nic_via_host_memory() const {
+double Platform::gpu_nic_host_Bps() const {
   const auto& in = node.intra;
-  return in.kind == IntraNodeKind::PCIE && node.gpus >= 1 && !in.gpudirect_rdma &&
-         transport_by_name(network.transport, TransportScope::INTER_NODE).model == TransportModel::DIRECT &&
-         transport_by_name(in.transport, TransportScope::INTRA_NODE).nic_host_efficiency > 0;
+  if (in.kind != IntraNodeKind::PCIE || node.gpus < 1 || in.gpudirect_rdma ||
+      transport_by_name(network.transport, TransportScope::INTER_NODE).model != TransportModel::DIRECT)
+    return 0;
+  return in.link_bandwidth_Bps * std::max(1, node.nics) *
+         transport_by_name(in.transport, TransportScope::INTRA_NODE).nic_host_efficiency;
 }
 
 std::string platform_path(const std::string& name_or_file) {

@@ -158,10 +158,8 @@ struct NodeBuilder {
     // Without GPUDirect RDMA the GPUs' bytes to and from the NIC pass through host memory: one path per NIC
     // port, shared by both directions and every GPU of the node (nccl-tests, docs/transports.md "GPU to NIC").
     s4u::Link* nic_host = nullptr;
-    if (pcie && gpus > 0 && p.gpu_nic_via_host_memory())
-      nic_host = zone->create_link(tag + "-nic-host", intra.link_bandwidth_Bps * std::max(1, p.node.nics) *
-                                                          platforms::transport_by_name(intra.transport).nic_host_efficiency)
-                     ->set_latency(0);
+    if (gpus > 0 && p.gpu_nic_via_host_memory())
+      nic_host = zone->create_link(tag + "-nic-host", p.gpu_nic_host_Bps())->set_latency(0);
     for (int g = 0; g < gpus; ++g) {
       // GPUs reach the NIC over their PCIe path; a CPU process hands its buffer to the NIC directly
       // (RDMA / socket DMA from process memory), so its inter-node path is the NIC, not the

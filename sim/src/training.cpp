@@ -75,10 +75,9 @@ class Replay final : public ReplayServices {
     // Per-layer buckets: TF pushes each variable's gradient as soon as it is produced. Horovod fuses, each
     // cycle, the tensors then ready: the plan's buckets are the tensors of about one cycle of backward and
     // the exchange merges the ready ones at each tick up to the fusion threshold.
-    if (family.properties.fuses_ready_per_cycle && point.cycle_s > 0)
-      plan_ = plan_iteration(profile, point.fusion_bytes, point.cycle_s);
-    else
-      plan_ = plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes);
+    const bool per_cycle = family.properties.fuses_ready_per_cycle && point.cycle_s > 0;
+    plan_ = plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes,
+                           per_cycle ? point.cycle_s : 0.0);
     draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
                                                             // workers of equal compute times
     exchange_ = family.make(*this, point.strategy);
