@@ -82,9 +82,6 @@ class Replay final : public ReplayServices {
                                                             // workers of equal compute times
     exchange_ = family.make(*this, point.strategy);
     interferes_ = point.interference && platform.has_gpus();
-    // Device loads come only from collectives' kernels (comm_begin); otherwise each device computes in
-    // sequence and a computation can be a plain timer.
-    world_.set_exclusive_compute(!(interferes_ && family.properties.uses_collective));
     in_flight_.assign(static_cast<std::size_t>(workers_), 0);
     loads_.assign(static_cast<std::size_t>(workers_), -1);
     ranks_.resize(static_cast<std::size_t>(workers_));

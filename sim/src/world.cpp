@@ -11,7 +11,6 @@
 #include <simgrid/s4u/Activity.hpp>
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Engine.hpp>
-#include <simgrid/s4u/Exec.hpp>
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Link.hpp>
 #include <xbt/log.h>
@@ -51,18 +50,33 @@ struct World::Impl {
   std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
   std::int64_t flows = 0;
   std::int64_t started = 0;
-  bool exclusive_compute = false;
   bool latency_bound_bypass = false;
   // set_weighted_folds: the network model whose started actions get their flows' weights; null when off.
   simgrid::kernel::resource::Model* weighted_model = nullptr;
   std::int64_t latency_bound_flows = 0;
-  std::unordered_set<const s4u::Host*> computing;  // exclusive mode: devices with a computation in flight
+  // Every computation runs on timers: a device shares its speed max-min between the computations on
+  // it (unbounded) and its loads (each bounded at its share), as SimGrid's CPU model would, and a
+  // computation's end is rescheduled whenever that share changes. No SimGrid exec is started, so no
+  // solver work and no entry in the engine's activity list, which it walks on every completion
+  // (docs/simgrid-notes.md).
+  struct Device {
+    struct Job {
+      double remaining_s;  // of work at the device's full speed
+      std::function<void()> done;
+    };
+    std::map<std::int64_t, Job> jobs;            // by start order
+    std::map<std::int64_t, double> load_shares;  // start_load handles on this device
+    double rate = 1;      // of each job, a fraction of the device's speed
+    double since_s = 0;   // jobs' remaining_s are as of this time
+    simgrid::kernel::timer::Timer* timer = nullptr;  // the next job's end
+  };
+  std::unordered_map<const s4u::Host*, Device> devices;
+  std::unordered_map<std::int64_t, const s4u::Host*> load_device;  // start_load handle -> its device
+  std::int64_t next_job = 0;
   std::int64_t timers_in_flight = 0;
   std::int64_t transfers_in_flight = 0;
   std::exception_ptr error;
   std::unordered_map<std::string, double> duration_cache;  // see start_allreduce (coarse reuse)
-  std::unordered_map<std::int64_t, s4u::ExecPtr> loads;    // start_load handles: unbounded execs, cancelled
-  std::vector<s4u::ExecPtr> stopped_loads;  // kept until the world ends: the engine ends a cancelled exec later
   std::int64_t next_load = 0;
   // Link latencies, taken out of SimGrid (every link is set to 0 s) and paid as a start delay by
   // World::transfer: CM02 weighs a flow's share by 1 / its route latency, which both skews sharing
@@ -149,6 +163,59 @@ struct World::Impl {
     }
   };
   LinkMeter meter;
+
+  // Each job's share of a device: max-min between `jobs` unbounded computations and loads bounded at
+  // their shares (water-filling of a capacity of 1).
+  static double job_rate(const Device& d) {
+    std::vector<double> bounds;
+    for (const auto& [handle, share] : d.load_shares) bounds.push_back(share);
+    std::sort(bounds.begin(), bounds.end());
+    double capacity = 1;
+    std::size_t left = bounds.size() + d.jobs.size();
+    for (double b : bounds) {
+      if (b * static_cast<double>(left) >= capacity) break;  // this load and the larger get the fair share
+      capacity -= b;
+      --left;
+    }
+    return capacity / static_cast<double>(left);
+  }
+  // Brings the device's jobs to `now`, takes its new job rate and re-arms the timer of its next end.
+  void reschedule(const s4u::Host* host) {
+    Device& d = devices[host];
+    const double now = s4u::Engine::get_clock();
+    for (auto& [id, job] : d.jobs) job.remaining_s = std::max(0.0, job.remaining_s - d.rate * (now - d.since_s));
+    d.since_s = now;
+    if (d.timer != nullptr) {
+      d.timer->remove();
+      d.timer = nullptr;
+    }
+    if (d.jobs.empty()) return;
+    d.rate = job_rate(d);
+    double next_s = d.jobs.begin()->second.remaining_s;
+    for (const auto& [id, job] : d.jobs) next_s = std::min(next_s, job.remaining_s);
+    d.timer = simgrid::kernel::timer::Timer::set(now + next_s / d.rate, [this, host] { jobs_due(host); });
+  }
+  // A job ends when less than a picosecond of it is left (a few at once if they end together).
+  static constexpr double JOB_END_TOLERANCE_S = 1e-12;
+  void jobs_due(const s4u::Host* host) {
+    Device& d = devices[host];
+    d.timer = nullptr;  // the engine frees the timer that fires
+    const double now = s4u::Engine::get_clock();
+    std::vector<std::function<void()>> ended;
+    for (auto it = d.jobs.begin(); it != d.jobs.end();) {
+      it->second.remaining_s -= d.rate * (now - d.since_s);
+      if (it->second.remaining_s <= d.rate * JOB_END_TOLERANCE_S) {
+        ended.push_back(std::move(it->second.done));
+        it = d.jobs.erase(it);
+        --timers_in_flight;
+      } else {
+        ++it;
+      }
+    }
+    d.since_s = now;
+    reschedule(host);
+    for (auto& fn : ended) call(fn);
+  }
 
   void call(const std::function<void()>& fn) {
     if (error) return;  // drain quietly after the first failure; run() rethrows it
@@ -289,26 +356,14 @@ std::int64_t World::activities_started() const { return impl_->started; }
 void World::compute(int rank, double seconds, std::function<void()> done) {
   if (!(std::isfinite(seconds) && seconds >= 0))
     throw Failure(fmt::format("World::compute: bad duration {} s for rank {}", seconds, rank));
-  if (impl_->exclusive_compute) {
-    s4u::Host* host = worker_host(rank);
-    if (!impl_->computing.insert(host).second)
-      throw Failure(fmt::format("World::compute: rank {} computes twice at once under exclusive compute (internal error)", rank));
-    after(seconds, [impl = impl_.get(), host, done = std::move(done)] {
-      impl->computing.erase(host);
-      done();
-    });
-    return;
-  }
-  // Exec::init (not Host::exec_init, which reads the calling actor: there is none in maestro).
-  s4u::ExecPtr exec = s4u::Exec::init();
-  exec->set_flops_amount(seconds * NOMINAL_HOST_SPEED_FLOPS);
-  exec->set_host(worker_host(rank));
-  impl_->pending.emplace(exec.get(), Impl::Pending{exec, std::move(done)});
+  const s4u::Host* host = worker_host(rank);
+  impl_->reschedule(host);  // the jobs already there, brought to now at their old rate
+  ++impl_->timers_in_flight;
   ++impl_->started;
-  exec->start();
+  impl_->devices[host].jobs.emplace(impl_->next_job++, Impl::Device::Job{seconds, std::move(done)});
+  impl_->reschedule(host);
 }
 
-void World::set_exclusive_compute(bool on) { impl_->exclusive_compute = on; }
 void World::set_latency_bound_bypass(bool on) { impl_->latency_bound_bypass = on; }
 void World::set_weighted_folds(bool on) {
   impl_->weighted_model = nullptr;
@@ -335,27 +390,25 @@ void start_weighted(s4u::Comm& comm, simgrid::kernel::resource::Model* model, do
 std::int64_t World::latency_bound_flows() const { return impl_->latency_bound_flows; }
 
 std::int64_t World::start_load(int rank, double share) {
-  if (impl_->exclusive_compute) throw Failure("World::start_load: a device load under exclusive compute (internal error)");
   if (!(share > 0 && share < 1)) throw Failure(fmt::format("World::start_load: share {} outside (0, 1)", share));
-  // Far more work than any run does at the bound: it only ends when stop_load cancels it. Not pending:
-  // nothing waits for it.
-  constexpr double UNENDING_S = 1e12;
-  s4u::ExecPtr exec = s4u::Exec::init();
-  exec->set_flops_amount(UNENDING_S * NOMINAL_HOST_SPEED_FLOPS);
-  exec->set_bound(share * NOMINAL_HOST_SPEED_FLOPS);
-  exec->set_host(worker_host(rank));
+  const s4u::Host* host = worker_host(rank);
+  impl_->reschedule(host);
   ++impl_->started;
-  exec->start();
-  impl_->loads.emplace(impl_->next_load, exec);
-  return impl_->next_load++;
+  const std::int64_t handle = impl_->next_load++;
+  impl_->devices[host].load_shares.emplace(handle, share);
+  impl_->load_device.emplace(handle, host);
+  impl_->reschedule(host);
+  return handle;
 }
 
 void World::stop_load(std::int64_t handle) {
-  auto it = impl_->loads.find(handle);
-  if (it == impl_->loads.end()) throw Failure(fmt::format("World::stop_load: no load {}", handle));
-  it->second->cancel();
-  impl_->stopped_loads.push_back(std::move(it->second));
-  impl_->loads.erase(it);
+  const auto it = impl_->load_device.find(handle);
+  if (it == impl_->load_device.end()) throw Failure(fmt::format("World::stop_load: no load {}", handle));
+  const s4u::Host* host = it->second;
+  impl_->load_device.erase(it);
+  impl_->reschedule(host);
+  impl_->devices[host].load_shares.erase(handle);
+  impl_->reschedule(host);
 }
 
 void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function<void()> done) {
@@ -590,8 +643,9 @@ void World::run() {
   if (impl_->error) std::rethrow_exception(impl_->error);
   if (!impl_->pending.empty() || impl_->timers_in_flight != 0)
     throw Failure(fmt::format("simulation stalled with {} activities unfinished", impl_->pending.size()));
-  if (!impl_->loads.empty())
-    throw Failure(fmt::format("simulation ended with {} device loads never stopped (internal error)", impl_->loads.size()));
+  if (!impl_->load_device.empty())
+    throw Failure(fmt::format("simulation ended with {} device loads never stopped (internal error)",
+                              impl_->load_device.size()));
 }
 
 }  // namespace dtsim::sim

@@ -90,13 +90,11 @@ class World {
   // Durations of collectives that ran alone on the network, by signature (coarse-mode reuse).
   std::unordered_map<std::string, double>& duration_cache();
 
-  // Busy-waits `rank`'s device for `seconds`, then calls done.
+  // Busy-waits `rank`'s device for `seconds` of its full speed, then calls done. Computations are
+  // timers, not SimGrid execs: a device shares its speed max-min between the computations on it and
+  // its loads (start_load), as SimGrid's CPU model would, and each end is rescheduled when the share
+  // changes; the engine's activity list, walked on every completion, holds only transfers.
   void compute(int rank, double seconds, std::function<void()> done);
-  // The caller promises that no device load (start_load) runs and that a device computes one thing at
-  // a time. A computation is then a timer of its duration, not a SimGrid exec: the same time, without
-  // solver work or an entry in the engine's list of activities, which it walks on every completion
-  // (docs/simgrid-notes.md). A broken promise is an internal error (Failure).
-  void set_exclusive_compute(bool on);
   // On: a transfer no larger than its route's bandwidth-delay product (one node's bytes x the route's
   // latency x its slowest link, per node on folded links) takes latency + its own serialisation on a
   // timer, outside the max-min solver. Off by default; the parameter-server family turns it on.
@@ -111,7 +109,7 @@ class World {
   // Any host to host: one flow of `bytes`, then done (latency and sharing by SimGrid).
   void transfer(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes, std::function<void()> done);
   // Holds `share` (0..1) of `rank`'s device until stop_load: a computation running meanwhile gets the
-  // rest (max-min sharing of the host). Returns a handle for stop_load.
+  // rest (max-min sharing of the device, the load bounded at its share). Returns a handle for stop_load.
   std::int64_t start_load(int rank, double share);
   void stop_load(std::int64_t handle);
   // Calls fn at simulated time now()+delay.

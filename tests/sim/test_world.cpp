@@ -68,36 +68,67 @@ TEST_CASE("sim::World: weighted folds share a link as the flows they stand for",
   CHECK(ends(false, false) == Approx(3.0).epsilon(1e-6));
 }
 
-TEST_CASE("sim::World: exclusive compute takes its duration on a timer and refuses overlap and loads", "[sim]") {
+TEST_CASE("sim::World: computations are timers sharing their device max-min with its loads", "[sim]") {
   auto p = test_platforms::uniform_star(2, 1e9, 1e-6);
+  // In sequence: 2 s then 0.25 s; another device computes meanwhile without slowing it.
   const double t = in_world(p, {2, 1, 0}, [](World& w) {
-    w.set_exclusive_compute(true);
     double end = -1;
     w.compute(0, 2.0, [&]() { w.compute(0, 0.25, [&]() { end = w.now(); }); });
-    w.compute(1, 1.0, [] {});  // another device: no overlap
+    w.compute(1, 1.0, [] {});
     w.run();
     CHECK(w.activities_started() == 3);
+    CHECK(w.flows_started() == 0);
     return end;
   });
-  CHECK(t == 2.25);
-  const double refused = in_world(p, {2, 1, 0}, [](World& w) {
-    w.set_exclusive_compute(true);
-    int failures = 0;
-    w.compute(0, 1.0, [] {});
-    try {
-      w.compute(0, 1.0, [] {});  // the same device, while it computes
-    } catch (const Failure&) {
-      ++failures;
-    }
-    try {
-      w.start_load(1, 0.5);
-    } catch (const Failure&) {
-      ++failures;
-    }
+  CHECK(t == Approx(2.25).epsilon(1e-12));
+  // Two at once on one device: half its speed each until the shorter ends (1 s of work each at 0.5,
+  // then the longer's last 1 s alone): 2 s and 3 s.
+  const auto end_of = [&](int which) {
+    return in_world(p, {2, 1, 0}, [=](World& w) {
+      double ends[2] = {-1, -1};
+      w.compute(0, 1.0, [&]() { ends[0] = w.now(); });
+      w.compute(0, 2.0, [&]() { ends[1] = w.now(); });
+      w.run();
+      return ends[which];
+    });
+  };
+  CHECK(end_of(0) == Approx(2.0).epsilon(1e-12));
+  CHECK(end_of(1) == Approx(3.0).epsilon(1e-12));
+  // A load of 0.25 from 0 to 1 s: 0.75 s of a 2 s computation done by then, the rest at full speed,
+  // so it ends at 2.25 s. A load of 0.7 is above the fair half: the computation gets 0.5 (max-min).
+  const auto loaded = [&](double share) {
+    return in_world(p, {2, 1, 0}, [=](World& w) {
+      double end = -1;
+      const std::int64_t load = w.start_load(0, share);
+      w.after(1.0, [&w, load] { w.stop_load(load); });
+      w.compute(0, 2.0, [&]() { end = w.now(); });
+      w.run();
+      return end;
+    });
+  };
+  CHECK(loaded(0.25) == Approx(2.25).epsilon(1e-12));
+  CHECK(loaded(0.7) == Approx(2.5).epsilon(1e-12));
+  // A load started and stopped in one instant (a collective with nothing to move) slows nothing.
+  const double instant = in_world(p, {2, 1, 0}, [](World& w) {
+    double end = -1;
+    w.compute(0, 1.0, [&]() { end = w.now(); });
+    w.after(0.5, [&w] { w.stop_load(w.start_load(0, 0.5)); });
     w.run();
-    return failures;
+    return end;
   });
-  CHECK(refused == 2);
+  CHECK(instant == Approx(1.0).epsilon(1e-12));
+  // A load never stopped is an internal error at the end of the run, not a hang.
+  const int unstopped = in_world(p, {2, 1, 0}, [](World& w) {
+    w.start_load(1, 0.5);
+    w.compute(1, 1.0, [] {});
+    try {
+      w.run();
+    } catch (const Failure&) {
+      return 1;
+    }
+    return 0;
+  });
+  CHECK(unstopped == 1);
 }
 
 TEST_CASE("sim::World: a message within its route's bandwidth-delay product skips the solver at its share", "[sim]") {
