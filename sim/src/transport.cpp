@@ -61,7 +61,7 @@ double FlowTransports::bandwidth_factor(double bytes, const s4u::Host* src, cons
                                         double route_min_Bps) const {
   const FlowPlan pl = plan(src, dst, bytes);
   const double factor = pl.cap_only ? 1.0 : transport_of(src, dst).bandwidth_factor(bytes, efficiency_);
-  const double cap = pl.rate_cap_Bps;
+  const double cap = pl.cap_is_bound ? 0.0 : pl.rate_cap_Bps;  // a bound is set on the flow's action instead
   // SimGrid bounds a flow at factor x its route's slowest link: a cap below that is a smaller factor.
   if (cap > 0 && route_min_Bps > 0) return std::min(factor, cap / route_min_Bps);
   return factor;
@@ -84,6 +84,7 @@ FlowPlan FlowTransports::plan(const s4u::Host* src, const s4u::Host* dst, double
   switch (network_->model) {
     case platforms::TransportModel::SOCKET:
       plan.rate_cap_Bps = connections_ * network_->connection_rate_Bps;
+      plan.cap_is_bound = true;
       break;
     case platforms::TransportModel::HOST_STAGED: {
       const int copies = static_cast<int>(place(src)->device) + static_cast<int>(place(dst)->device);

@@ -22,6 +22,12 @@ struct FlowPlan {
   double start_delay_s = 0;  // host-staged: pipeline fill and drain of the copies
   double rate_cap_Bps = 0;   // 0 = none; else the flow's rate bound (TCP connections, staged pipeline rate)
   bool cap_only = false;     // staged inside a node: the cap alone bounds the flow (its stages hold the DMA rate)
+  // The cap is the flow's own limit (a TCP connection's copy and segment processing on one core), not a
+  // pipeline through shared resources: it bounds the flow's rate and takes no link capacity beyond that
+  // rate (World::transfer sets it as the action's bound). Otherwise the cap is folded into the bandwidth
+  // factor, and SimGrid 3.32 charges the flow rate / factor on every link of its route (a staged pipeline
+  // holds its links for the whole transfer; docs/transports.md).
+  bool cap_is_bound = false;
 };
 
 class FlowTransports {

@@ -51,8 +51,9 @@ struct World::Impl {
   std::int64_t flows = 0;
   std::int64_t started = 0;
   bool latency_bound_bypass = false;
-  // set_weighted_folds: the network model whose started actions get their flows' weights; null when off.
-  simgrid::kernel::resource::Model* weighted_model = nullptr;
+  bool weighted_folds = false;  // set_weighted_folds
+  // The network model, whose started actions get their flows' weights and bounds (start_flow).
+  simgrid::kernel::resource::Model* network_model = nullptr;
   std::int64_t latency_bound_flows = 0;
   // Every computation runs on timers: a device shares its speed max-min between the computations on
   // it (unbounded) and its loads (each bounded at its share), as SimGrid's CPU model would, and a
@@ -260,6 +261,9 @@ World::World(const platforms::Platform& platform, const Layout& layout) : impl_(
     impl_->link_latency_s[link] = latency_s;
     link->set_latency(0);
   }
+  impl_->network_model = dynamic_cast<simgrid::kernel::resource::Model*>(
+      s4u::Engine::get_instance()->get_netzone_root()->get_network_model());
+  if (impl_->network_model == nullptr) throw Failure("World: the network model is not a resource model (internal error)");
   impl_->transports = std::make_shared<const FlowTransports>(platform, impl_->built);
   install_transport_factors(impl_->transports, impl_->folds);
   impl_->meter.folds_of = [folds = impl_->folds](const s4u::Link* l) {
@@ -365,26 +369,21 @@ void World::compute(int rank, double seconds, std::function<void()> done) {
 }
 
 void World::set_latency_bound_bypass(bool on) { impl_->latency_bound_bypass = on; }
-void World::set_weighted_folds(bool on) {
-  impl_->weighted_model = nullptr;
-  if (!on) return;
-  impl_->weighted_model = dynamic_cast<simgrid::kernel::resource::Model*>(
-      s4u::Engine::get_instance()->get_netzone_root()->get_network_model());
-  if (impl_->weighted_model == nullptr)
-    throw Failure("World::set_weighted_folds: the network model is not a resource model (internal error)");
-}
+void World::set_weighted_folds(bool on) { impl_->weighted_folds = on; }
 
 namespace {
-// Starts `comm`; a weight above 1 gives its flow that many flows' share in max-min sharing. SimGrid
-// 3.32 has no s4u call for it: the comm's network action is the newest in the network model's started
-// set right after start(), and its sharing penalty (the inverse of the share) is public on the action.
-void start_weighted(s4u::Comm& comm, simgrid::kernel::resource::Model* model, double weight) {
+// Starts `comm`. A weight above 1 gives its flow that many flows' share in max-min sharing; a bound
+// (B/s, > 0) caps its rate without charging its links more than that rate. SimGrid 3.32 has no s4u
+// call for either: the comm's network action is the newest in the network model's started set right
+// after start(), and its sharing penalty (the inverse of the share) and bound are public on the action.
+void start_flow(s4u::Comm& comm, simgrid::kernel::resource::Model* model, double weight, double bound_Bps) {
   comm.start();
-  if (weight <= 1 || model == nullptr) return;
+  if (weight <= 1 && bound_Bps <= 0) return;
   auto* started = model->get_started_action_set();
   if (started->empty() || started->back().get_activity() != comm.get_impl())
-    throw Failure("World: a weighted flow's network action was not found after its start (internal error)");
-  started->back().set_sharing_penalty(1.0 / weight);
+    throw Failure("World: a flow's network action was not found after its start (internal error)");
+  if (weight > 1) started->back().set_sharing_penalty(1.0 / weight);
+  if (bound_Bps > 0) started->back().set_bound(bound_Bps);
 }
 }  // namespace
 std::int64_t World::latency_bound_flows() const { return impl_->latency_bound_flows; }
@@ -459,16 +458,24 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
-  const double weight = impl_->weighted_model != nullptr ? fold : 1.0;
+  const double weight = impl_->weighted_folds ? fold : 1.0;
+  // A TCP connection's cap (FlowPlan::cap_is_bound): each of the `fold` nodes' flows has its own. SimGrid
+  // bounds the action's max-min variable, whose value is the rate over the flow's bandwidth factor
+  // (measured: tests/sim/test_transport.cpp), so the bound is the cap over that factor.
+  const FlowPlan plan = impl_->transports->plan(src, dst, bytes / fold);
+  const double bound_Bps =
+      plan.cap_is_bound && plan.rate_cap_Bps > 0
+          ? plan.rate_cap_Bps * fold / impl_->transports->bandwidth_factor(bytes / fold, src, dst, 0.0)
+          : 0.0;
   if (start_delay_s > 0) {
     // Counted as in flight from now; started (and counted as an activity) once the latency is paid.
     ++impl_->timers_in_flight;
     Impl* impl = impl_.get();
-    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + start_delay_s, [impl, comm, weight]() {
+    simgrid::kernel::timer::Timer::set(s4u::Engine::get_clock() + start_delay_s, [impl, comm, weight, bound_Bps]() {
       --impl->timers_in_flight;
       ++impl->started;
       try {
-        start_weighted(*comm, impl->weighted_model, weight);
+        start_flow(*comm, impl->network_model, weight, bound_Bps);
       } catch (...) {
         if (!impl->error) impl->error = std::current_exception();
       }
@@ -476,7 +483,7 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     return;
   }
   ++impl_->started;
-  start_weighted(*comm, impl_->weighted_model, weight);
+  start_flow(*comm, impl_->network_model, weight, bound_Bps);
 }
 
 void World::after(double delay_s, std::function<void()> fn) {
