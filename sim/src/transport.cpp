@@ -111,22 +111,27 @@ void install_transport_factors(std::shared_ptr<const FlowTransports> transports,
   model->set_bw_factor_cb([transports, folds](double size, const s4u::Host* src, const s4u::Host* dst,
                                               const std::vector<s4u::Link*>& links,
                                               const std::unordered_set<s4u::NetZone*>&) {
-    double min_Bps = 0, unfolded_min_Bps = 0, fold = 1;  // this route's slowest link, unscaled, the fold
-    for (const auto* l : links) {
-      const auto it = folds->find(l);
-      const double scale = it == folds->end() ? 1.0 : it->second;
-      fold = std::max(fold, scale);
-      min_Bps = min_Bps == 0 ? l->get_bandwidth() : std::min(min_Bps, l->get_bandwidth());
-      const double own_Bps = l->get_bandwidth() / scale;
-      unfolded_min_Bps = unfolded_min_Bps == 0 ? own_Bps : std::min(unfolded_min_Bps, own_Bps);
-    }
-    if (fold == 1) return transports->bandwidth_factor(size, src, dst, min_Bps);
-    // SimGrid 3.32 charges a flow rate / factor on every link of its route (measured: a flow of factor 4
-    // and one of factor 1 on a 10 GB/s link ran at 20 and 5 GB/s), so the folded flow keeps one
-    // flow's factor: it then loads every shared link as its `fold` flows would, and its own links,
-    // scaled by fold, as one. The factor's bound (factor x slowest link) is implied by that load.
-    return transports->bandwidth_factor(size / fold, src, dst, unfolded_min_Bps);
+    return transports->route_bandwidth_factor(size, src, dst, {links.begin(), links.end()}, *folds);
   });
+}
+
+double FlowTransports::route_bandwidth_factor(double bytes, const s4u::Host* src, const s4u::Host* dst,
+                                              const std::vector<const s4u::Link*>& links, const LinkFolds& folds) const {
+  double min_Bps = 0, unfolded_min_Bps = 0, fold = 1;  // this route's slowest link, unscaled, the fold
+  for (const auto* l : links) {
+    const auto it = folds.find(l);
+    const double scale = it == folds.end() ? 1.0 : it->second;
+    fold = std::max(fold, scale);
+    min_Bps = min_Bps == 0 ? l->get_bandwidth() : std::min(min_Bps, l->get_bandwidth());
+    const double own_Bps = l->get_bandwidth() / scale;
+    unfolded_min_Bps = unfolded_min_Bps == 0 ? own_Bps : std::min(unfolded_min_Bps, own_Bps);
+  }
+  if (fold == 1) return bandwidth_factor(bytes, src, dst, min_Bps);
+  // SimGrid 3.32 charges a flow rate / factor on every link of its route (measured: a flow of factor 4
+  // and one of factor 1 on a 10 GB/s link ran at 20 and 5 GB/s), so the folded flow keeps one
+  // flow's factor: it then loads every shared link as its `fold` flows would, and its own links,
+  // scaled by fold, as one. The factor's bound (factor x slowest link) is implied by that load.
+  return bandwidth_factor(bytes / fold, src, dst, unfolded_min_Bps);
 }
 
 }  // namespace dtsim::sim

@@ -40,6 +40,11 @@ class FlowTransports {
   // `route_min_Bps`: the flow's slowest link; the factor also carries FlowPlan::rate_cap_Bps.
   double bandwidth_factor(double bytes, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
                           double route_min_Bps) const;
+  // The factor SimGrid gets for a flow of `bytes` over `links` (the callback install_transport_factors
+  // sets): a folded flow keeps one node's factor. World's link meter charges each link bytes / it.
+  double route_bandwidth_factor(double bytes, const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst,
+                                const std::vector<const simgrid::s4u::Link*>& links,
+                                const std::unordered_map<const simgrid::s4u::Link*, double>& folds) const;
 
  private:
   struct Place {

@@ -45,6 +45,8 @@ struct World::Impl {
     std::function<void()> done;
     bool is_transfer = false;
     const std::vector<int>* links = nullptr;  // the transfer's route, as link ids (LinkMeter)
+    double payload_B = 0;     // the transfer's bytes
+    double charge_per_B = 0;  // bytes each link of its route carries per payload byte (1 / its factor)
   };
   std::unordered_map<const s4u::Activity*, Pending> pending;
   std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
@@ -85,16 +87,20 @@ struct World::Impl {
   std::unordered_map<const s4u::Link*, double> link_latency_s;
   std::unordered_map<const s4u::Host*, std::unordered_map<const s4u::Host*, double>> route_latency_cache;
 
-  // Link measurement: usage of each link integrated over time. Only links under a flow in flight
-  // are read at each time advance (at that moment the solver's rates are still those of the
-  // interval that just ended), so the cost follows the flows, not the platform's size.
+  // Link measurement. SimGrid charges a flow rate / factor on every link of its route (its factor:
+  // FlowTransports::route_bandwidth_factor), so a link carries bytes / factor of each flow over it:
+  // counted when the flow ends (World::link_bytes adds the part of flows in flight). Reading the links'
+  // usage at every time advance gave the same bytes at up to a third of a parameter-server run's time.
+  // Usage is read at time advances only to record its changes (trace output), and then only for the
+  // links under a flow in flight (at that moment the solver's rates are still those of the interval
+  // that just ended).
   struct LinkMeter {
     std::vector<s4u::Link*> links;
     std::vector<double> bytes, last_usage_Bps;
     std::vector<double> fold;    // World::fold_nodes: bytes and usages are read per node (divided by it)
     std::vector<int> flows_on;   // flows in flight crossing each link
     std::vector<char> active;    // in `watch`
-    std::vector<int> watch;      // links to read at the next time advance
+    std::vector<int> watch;      // links to read at the next time advance (recording only)
     std::unordered_map<const s4u::Link*, int> id_of;
     struct PairHash {
       std::size_t operator()(const std::pair<const s4u::Host*, const s4u::Host*>& p) const {
@@ -126,32 +132,37 @@ struct World::Impl {
       }
       return &it->second;
     }
+    // Adds `link_B` (bytes on each link of the route, before the per-node division of folded links).
+    void charge(const std::vector<int>& ids, double link_B) {
+      for (int id : ids) bytes[static_cast<std::size_t>(id)] += link_B / fold[static_cast<std::size_t>(id)];
+    }
     void flow_started(const std::vector<int>& ids) {
       for (int id : ids) {
         ++flows_on[id];
-        if (!active[id]) {
+        if (recording && !active[id]) {
           active[id] = 1;
           watch.push_back(id);
         }
       }
     }
     // A link left without flows is idle from now: recorded at once, as no time advance may follow.
-    void flow_ended(const std::vector<int>& ids, double now) {
+    void flow_ended(const std::vector<int>& ids, double now, double link_B) {
+      charge(ids, link_B);
       for (int id : ids)
         if (--flows_on[id] == 0 && last_usage_Bps[id] != 0) {
           if (recording) changes.push_back({now, id, 0.0});
           last_usage_Bps[id] = 0;
         }
     }
-    // The interval [now - delta, now] just elapsed at the usages the solver last computed.
+    // Recording: the interval [now - delta, now] just elapsed at the usages the solver last computed.
     void time_advanced(double now, double delta) {
+      if (!recording) return;
       std::size_t kept = 0;
       for (int id : watch) {
         const double usage = links[id]->get_usage() / fold[id];
-        bytes[id] += usage * delta;
         // A change is a new share of the link, not the solver's rounding of the same one.
         if (std::abs(usage - last_usage_Bps[id]) > USAGE_CHANGE_TOLERANCE * std::max(usage, last_usage_Bps[id])) {
-          if (recording) changes.push_back({now - delta, id, usage});
+          changes.push_back({now - delta, id, usage});
           last_usage_Bps[id] = usage;
         }
         if (flows_on[id] > 0 || usage > 0) {
@@ -231,7 +242,8 @@ struct World::Impl {
     if (it == pending.end()) return;  // not ours, or the second signal of the same transfer
     auto fn = std::move(it->second.done);
     if (it->second.is_transfer) --transfers_in_flight;
-    if (it->second.links != nullptr) meter.flow_ended(*it->second.links, s4u::Engine::get_clock());
+    if (it->second.links != nullptr)
+      meter.flow_ended(*it->second.links, s4u::Engine::get_clock(), it->second.payload_B * it->second.charge_per_B);
     finished.push_back(std::move(it->second.activity));
     pending.erase(it);
     call(fn);
@@ -446,8 +458,7 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     if (own_Bps > 0 && node_B <= route_latency_s(src, dst) * own_Bps) {
       ++impl_->flows;
       ++impl_->latency_bound_flows;
-      for (int id : *links)  // its bytes still count as the links' traffic (per node on folded links)
-        impl_->meter.bytes[static_cast<std::size_t>(id)] += bytes / impl_->meter.fold[static_cast<std::size_t>(id)];
+      impl_->meter.charge(*links, bytes);  // its bytes still count as the links' traffic
       after(start_delay_s + node_B / share_Bps, std::move(done));
       return;
     }
@@ -455,7 +466,10 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
   impl_->meter.flow_started(*links);
-  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links});
+  std::vector<const s4u::Link*> route;
+  for (int id : *links) route.push_back(impl_->meter.links[static_cast<std::size_t>(id)]);
+  const double factor = impl_->transports->route_bandwidth_factor(bytes, src, dst, route, *impl_->folds);
+  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links, bytes, 1.0 / factor});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
   const double weight = impl_->weighted_folds ? fold : 1.0;
@@ -639,7 +653,17 @@ const std::string& World::link_name(int id) const { return impl_->meter.links.at
 double World::link_bandwidth_Bps(int id) const {
   return impl_->meter.links.at(id)->get_bandwidth() / impl_->meter.fold.at(static_cast<std::size_t>(id));
 }
-std::vector<double> World::link_bytes() const { return impl_->meter.bytes; }  // per node on folded links
+// Per node on folded links: the ended flows' charges and the part of those in flight already sent.
+std::vector<double> World::link_bytes() const {
+  std::vector<double> out = impl_->meter.bytes;
+  for (const auto& [activity, p] : impl_->pending) {
+    if (!p.is_transfer || p.links == nullptr || p.activity->get_state() != s4u::Activity::State::STARTED) continue;
+    const double sent_B = p.payload_B - static_cast<const s4u::Comm*>(p.activity.get())->get_remaining();
+    for (int id : *p.links)
+      out[static_cast<std::size_t>(id)] += sent_B * p.charge_per_B / impl_->meter.fold[static_cast<std::size_t>(id)];
+  }
+  return out;
+}
 void World::record_link_usage(bool on) { impl_->meter.recording = on; }
 const std::vector<World::UsageChange>& World::link_usage_changes() const { return impl_->meter.changes; }
 
