@@ -191,12 +191,18 @@ struct World::Impl {
     }
     return capacity / static_cast<double>(left);
   }
-  // Brings the device's jobs to `now`, takes its new job rate and re-arms the timer of its next end.
-  void reschedule(const s4u::Host* host) {
+  // Brings the device's jobs to now at their current rate (before its jobs or loads change).
+  void settle(const s4u::Host* host) {
     Device& d = devices[host];
     const double now = s4u::Engine::get_clock();
     for (auto& [id, job] : d.jobs) job.remaining_s = std::max(0.0, job.remaining_s - d.rate * (now - d.since_s));
     d.since_s = now;
+  }
+  // Settles the device, takes its new job rate and re-arms the timer of its next end.
+  void reschedule(const s4u::Host* host) {
+    settle(host);
+    Device& d = devices[host];
+    const double now = d.since_s;
     if (d.timer != nullptr) {
       d.timer->remove();
       d.timer = nullptr;
@@ -373,7 +379,7 @@ void World::compute(int rank, double seconds, std::function<void()> done) {
   if (!(std::isfinite(seconds) && seconds >= 0))
     throw Failure(fmt::format("World::compute: bad duration {} s for rank {}", seconds, rank));
   const s4u::Host* host = worker_host(rank);
-  impl_->reschedule(host);  // the jobs already there, brought to now at their old rate
+  impl_->settle(host);  // the jobs already there, brought to now at their old rate
   ++impl_->timers_in_flight;
   ++impl_->started;
   impl_->devices[host].jobs.emplace(impl_->next_job++, Impl::Device::Job{seconds, std::move(done)});
@@ -403,7 +409,7 @@ std::int64_t World::latency_bound_flows() const { return impl_->latency_bound_fl
 std::int64_t World::start_load(int rank, double share) {
   if (!(share > 0 && share < 1)) throw Failure(fmt::format("World::start_load: share {} outside (0, 1)", share));
   const s4u::Host* host = worker_host(rank);
-  impl_->reschedule(host);
+  impl_->settle(host);
   ++impl_->started;
   const std::int64_t handle = impl_->next_load++;
   impl_->devices[host].load_shares.emplace(handle, share);
@@ -417,7 +423,7 @@ void World::stop_load(std::int64_t handle) {
   if (it == impl_->load_device.end()) throw Failure(fmt::format("World::stop_load: no load {}", handle));
   const s4u::Host* host = it->second;
   impl_->load_device.erase(it);
-  impl_->reschedule(host);
+  impl_->settle(host);
   impl_->devices[host].load_shares.erase(handle);
   impl_->reschedule(host);
 }
