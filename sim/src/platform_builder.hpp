@@ -36,7 +36,6 @@ void validate_for_simulation(const platforms::Platform& platform, const Layout& 
 // intra-node, >= 2 sockets, no P2P across them, an intra transport that models the staging).
 bool host_staged_across_sockets(const platforms::Platform& platform);
 
-
 // Sets the SimGrid network model and its factors from the platform. Must run after the Engine is
 // created and before any zone exists.
 void configure_network_model(const platforms::Platform& platform);

@@ -437,10 +437,10 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   }
   // The flow waits for its route latency (x the transport's factor) and, host-staged, the pipeline
   // fill; then SimGrid shares bandwidth with every flow weighted alike (links carry 0 s latency, see
-  // Impl::link_latency_s). The transport's size-dependent bandwidth factor and rate cap (TCP
-  // connections, staged pipeline) come from the network model's bandwidth-factor callback (SimGrid
-  // 3.32 ignores Comm::set_rate on host-to-host comms and refuses it once the source is set), which
-  // bounds the flow at cap / the route's slowest link.
+  // Impl::link_latency_s). The transport's size-dependent bandwidth factor and a staged pipeline's rate
+  // cap come from the network model's bandwidth-factor callback (SimGrid 3.32 ignores Comm::set_rate on
+  // host-to-host comms and refuses it once the source is set); a TCP connection's cap is the flow
+  // action's bound (start_flow).
   // A flow over a folded node's links carries `fold` nodes' bytes; each would wait its own latency.
   const std::vector<int>* links = impl_->meter.route(src, dst);
   double fold = 1;
@@ -474,19 +474,17 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   impl_->meter.flow_started(*links);
   std::vector<const s4u::Link*> route;
   for (int id : *links) route.push_back(impl_->meter.links[static_cast<std::size_t>(id)]);
-  const double factor = impl_->transports->route_bandwidth_factor(bytes, src, dst, route, *impl_->folds);
-  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links, bytes, 1.0 / factor});
+  const double charge_per_B = 1.0 / impl_->transports->route_bandwidth_factor(bytes, src, dst, route, *impl_->folds);
+  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links, bytes, charge_per_B});
   ++impl_->transfers_in_flight;
   ++impl_->flows;
   const double weight = impl_->weighted_folds ? fold : 1.0;
   // A TCP connection's cap (FlowPlan::cap_is_bound): each of the `fold` nodes' flows has its own. SimGrid
   // bounds the action's max-min variable, whose value is the rate over the flow's bandwidth factor
-  // (measured: tests/sim/test_transport.cpp), so the bound is the cap over that factor.
+  // (measured: tests/sim/test_transport.cpp), so the bound is the cap over that factor (the one just
+  // taken for the charge: a bound cap is left out of the factor).
   const FlowPlan plan = impl_->transports->plan(src, dst, bytes / fold);
-  const double bound_Bps =
-      plan.cap_is_bound && plan.rate_cap_Bps > 0
-          ? plan.rate_cap_Bps * fold / impl_->transports->bandwidth_factor(bytes / fold, src, dst, 0.0)
-          : 0.0;
+  const double bound_Bps = plan.cap_is_bound && plan.rate_cap_Bps > 0 ? plan.rate_cap_Bps * fold * charge_per_B : 0.0;
   if (start_delay_s > 0) {
     // Counted as in flight from now; started (and counted as an activity) once the latency is paid.
     ++impl_->timers_in_flight;

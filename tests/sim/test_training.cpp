@@ -181,37 +181,34 @@ TEST_CASE("sim::Training: a collective overlapped with backward slows that compu
   // Two GPU nodes, two layers, one bucket per layer: bucket 0's allreduce (T_c) runs under layer 0's
   // backward (2 ms > T_c). For T_c the overlapped compute gets 1/s of the device, so that segment ends
   // T_c (1 - 1/s) later; bucket 1's allreduce and the update run alone.
-  const auto plat = star_platform(8e9, 2, 1);
+  // The same for hierarchical allreduce on two GPUs of one node (its inter-node step has nothing to do):
+  // with the loads as SimGrid execs, that case paid far more than its collective's time.
   const auto prof = uniform_profile(2);
+  struct Case {
+    platforms::Platform plat;
+    const char* strategy;
+  };
+  for (const auto& c : {Case{star_platform(8e9, 2, 1), "allreduce-ring"}, Case{star_platform(8e9, 1, 2), "allreduce-hier"}}) {
+    INFO(c.strategy);
+    auto q = point(S(c.strategy), 2);
+    q.fusion_bytes = 0;
+    q.interference = false;
+    const auto off = sim::simulate_training(c.plat, prof, q);
+    q.interference = true;
+    const auto on = sim::simulate_training(c.plat, prof, q);
+    sim::CommRequest req;
+    req.pattern = c.strategy;
+    req.workers = 2;
+    req.bytes = LAYER_GRAD_BYTES;
+    const double collective_s = sim::simulate_comm(c.plat, req).time_s;
+    REQUIRE(collective_s > 1e-4);
+    REQUIRE(collective_s < LAYER_BWD_S);
+    CHECK(on.iteration_time_s - off.iteration_time_s ==
+          Approx(collective_s * (1 - 1 / sim::OVERLAP_COMPUTE_SLOWDOWN)).epsilon(1e-3));
+  }
   auto p = point(S("allreduce-ring"), 2);
   p.fusion_bytes = 0;
-  p.interference = false;
-  const auto off = sim::simulate_training(plat, prof, p);
   p.interference = true;
-  const auto on = sim::simulate_training(plat, prof, p);
-  sim::CommRequest req;
-  req.pattern = "allreduce-ring";
-  req.workers = 2;
-  req.bytes = LAYER_GRAD_BYTES;
-  const double collective_s = sim::simulate_comm(plat, req).time_s;
-  REQUIRE(collective_s > 1e-4);
-  REQUIRE(collective_s < LAYER_BWD_S);
-  CHECK(on.iteration_time_s - off.iteration_time_s ==
-        Approx(collective_s * (1 - 1 / sim::OVERLAP_COMPUTE_SLOWDOWN)).epsilon(1e-3));
-  // The same for hierarchical allreduce on two GPUs of one node (its inter-node step has nothing to do).
-  // With the loads as SimGrid execs, this case paid far more than its collective's time.
-  const auto node = star_platform(8e9, 1, 2);
-  auto h = point(S("allreduce-hier"), 2);
-  h.fusion_bytes = 0;
-  h.interference = false;
-  const auto h_off = sim::simulate_training(node, prof, h);
-  h.interference = true;
-  const auto h_on = sim::simulate_training(node, prof, h);
-  req.pattern = "allreduce-hier";
-  const double hier_s = sim::simulate_comm(node, req).time_s;
-  REQUIRE(hier_s < LAYER_BWD_S);
-  CHECK(h_on.iteration_time_s - h_off.iteration_time_s ==
-        Approx(hier_s * (1 - 1 / sim::OVERLAP_COMPUTE_SLOWDOWN)).epsilon(1e-3));
   // CPU workers: no GPU kernels to share, nothing changes.
   const auto cpu = star_platform(8e9, 2, 0);
   const auto cpu_on = sim::simulate_training(cpu, prof, p);
