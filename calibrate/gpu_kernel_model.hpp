@@ -1,5 +1,5 @@
-// GPU kernel model: time of a convolution or GEMM pass on a GPU from per-device coefficients fitted
-// to DeepBench's published kernel timings (calibrate/fit/fit_gpu_kernels.py -> data/gpu_kernels.json).
+// GPU kernel model: time of a convolution or GEMM pass on a GPU (or on DeepBench's one CPU, the Xeon
+// Phi 7250) from per-device coefficients fitted to DeepBench's published kernel timings (calibrate/fit/fit_gpu_kernels.py -> data/gpu_kernels.json).
 // Method, fitted numbers and cross-validation: docs/calibration.md ("GPU kernel model").
 #pragma once
 #include <map>
@@ -59,8 +59,14 @@ double precision_peak_flops(const platforms::Device& device, Precision precision
 
 // Predicted time (s) of one pass of a conv2d / fully_connected `layer` on `device` at `precision`.
 // A device that states sgemm_efficiency (Kepler, fitted from Maxwell) has the compute efficiencies
-// scaled by sgemm_efficiency / eff["gemm"] when that is below 1. Returns 0 for a pass with no work.
+// scaled by sgemm_efficiency / eff["gemm"] when that is below 1. `share` scales both roofs: the part
+// of the fitted device the worker runs on (1 for a GPU; a CPU worker's cores over the socket's, as
+// kernel_share computes). Returns 0 for a pass with no work.
 double kernel_pass_s(const KernelCoefficients& k, const models::Layer& layer, Pass pass,
-                     const platforms::Device& device, Precision precision);
+                     const platforms::Device& device, Precision precision, double share = 1.0);
+
+// The part of a fitted device a worker with `threads` threads runs on: 1 for a GPU; for a CPU (fitted
+// on one whole socket, e.g. DeepBench's Xeon Phi) threads / cores, at most `sockets` sockets' worth.
+double kernel_share(const platforms::Device& device, int threads, int sockets);
 
 }  // namespace dtsim::calibrate

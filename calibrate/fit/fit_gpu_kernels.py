@@ -24,7 +24,9 @@ DEEPBENCH = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shar
 DEVICES = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "platforms", "devices.yaml")
 OUT = sys.argv[3] if len(sys.argv) > 3 else os.path.join(ROOT, "calibrate", "data", "gpu_kernels.json")
 
-# DeepBench GPU column -> (catalog device, architecture). V100 and T4 ran in a DGX-1 (Specs sheet).
+# DeepBench device column -> (catalog device, architecture). V100 and T4 ran in a DGX-1 (Specs sheet).
+# KNL7250 is DeepBench's one CPU (Intel's MKL timings on a Xeon Phi 7250): the same model, fitted
+# against the CPU's derived peak, gives the Knights Landing nodes of CPU clusters published kernel timings.
 GPUS = {
     "M40": ("tesla-m40", "maxwell"),
     "TitanX": ("titan-x-maxwell", "maxwell"),
@@ -35,6 +37,7 @@ GPUS = {
     "V100": ("v100-sxm2-16gb", "volta"),
     "T4": ("t4", "turing"),
     "H100": ("h100-sxm5", "hopper"),   # measured here, not DeepBench: MEASURED below
+    "KNL7250": ("xeon-phi-7250", "knl"),
 }
 # Our own timings of DeepBench's shapes, in DeepBench's CSV layout: H100 SXM5 80 GB, PyTorch 2.11, cuDNN 9.14,
 # CUDA 13.0, FP32 with TF32 off and FP16 with FP32 accumulation (calibrate/fit/time_deepbench_shapes.py).
@@ -66,7 +69,7 @@ FALLBACK = {
 }
 # Leave-one-GPU-out: architectures in the order searched when the held-out GPU's own has no other GPU.
 ARCH_NEIGHBOURS = {"maxwell": ["pascal"], "pascal": ["maxwell", "volta"], "volta": ["pascal", "turing"],
-                   "turing": ["volta", "pascal"], "hopper": ["volta"]}
+                   "turing": ["volta", "pascal"], "hopper": ["volta"], "knl": []}
 
 CONV_PASSES = [("fwd", "fwd_ms"), ("bwd_data", "bwd_input_ms"), ("bwd_weights", "bwd_weights_ms")]
 CLASSES = ["gemm"] + [f"conv_{p}/{f}" for p, _ in CONV_PASSES for f in ("w3", "k1", "other")]
@@ -124,8 +127,15 @@ def load_samples():
 
 
 def roofs(device, precision):
-    """(compute peak FLOP/s, bandwidth B/s) of a catalog device at a precision; None without tensor cores."""
-    peak = device["peak_flops"] if precision == "fp32" else device.get("fp16_tensor_flops")
+    """(compute peak FLOP/s, bandwidth B/s) of a catalog device at a precision; None without tensor cores.
+    A CPU's FP32 peak is derived as dtsim derives it (platforms/device.hpp, formula_peak_flops)."""
+    def figure(v):  # PyYAML reads "1.4e9" (no sign in the exponent) as a string
+        return float(v["value"] if isinstance(v, dict) else v)
+    if device["kind"] == "cpu":
+        peak = (figure(device["cores"]) * figure(device["clock_hz"]) * figure(device["simd_width_fp32"])
+                * figure(device["fma_units"]) * 2) if precision == "fp32" else None
+    else:
+        peak = device["peak_flops"] if precision == "fp32" else device.get("fp16_tensor_flops")
     if isinstance(peak, dict):
         peak = peak["value"]
     bw = device["mem_bandwidth_Bps"]

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -164,8 +165,16 @@ double precision_peak_flops(const platforms::Device& device, Precision precision
   return device.fp16_tensor_flops;
 }
 
+double kernel_share(const platforms::Device& device, int threads, int sockets) {
+  if (device.kind == platforms::DeviceKind::GPU || device.cores < 1) return 1.0;
+  const int cores = std::clamp(threads, 1, device.cores * std::max(sockets, 1));
+  return static_cast<double>(cores) / device.cores;
+}
+
 double kernel_pass_s(const KernelCoefficients& k, const models::Layer& layer, Pass pass,
-                     const platforms::Device& device, Precision precision) {
+                     const platforms::Device& device, Precision precision, double share) {
+  if (!(share > 0 && std::isfinite(share)))
+    throw Failure(fmt::format("internal: kernel model share {} for layer '{}'", share, layer.name));
   if (!kernel_model_applies(layer.op))
     throw Failure(fmt::format("internal: kernel model asked for layer '{}' of op {}", layer.name,
                               models::to_string(layer.op)));
@@ -192,7 +201,8 @@ double kernel_pass_s(const KernelCoefficients& k, const models::Layer& layer, Pa
     throw InputError(fmt::format("device '{}': peak_flops and mem_bandwidth_Bps must be > 0 for the kernel model",
                                  device.name));
   const double bytes = work.bytes * element_bytes(precision) / FP32_BYTES;
-  return k.launch_s + std::max(work.flops / (peak * eff * fill), bytes / (device.mem_bandwidth_Bps * k.mem_eff));
+  return k.launch_s +
+         std::max(work.flops / (share * peak * eff * fill), bytes / (share * device.mem_bandwidth_Bps * k.mem_eff));
 }
 
 }  // namespace dtsim::calibrate

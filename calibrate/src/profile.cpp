@@ -139,8 +139,9 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     if (!gpu) throw InputError(fmt::format("precision fp16-mixed needs a GPU with tensor cores; '{}' is a CPU", device.name));
     precision_peak_flops(device, options.precision);  // throws for a GPU without FP16 tensor cores
   }
-  const KernelCoefficients* kernels =
-      gpu ? GpuKernelModel::builtin().coefficients_or_null(device.name, options.precision) : nullptr;
+  // GPUs, and a CPU the model has a fit for (DeepBench's Xeon Phi): the kernel model times their
+  // convolutions and GEMMs; everything else follows the device model.
+  const KernelCoefficients* kernels = GpuKernelModel::builtin().coefficients_or_null(device.name, options.precision);
   if (gpu && options.precision == Precision::FP16_MIXED && !kernels)
     throw InputError(fmt::format("device '{}': the GPU kernel model has no fp16-mixed fit or fallback for it "
                                  "(calibrate/data/gpu_kernels.json)",
@@ -206,7 +207,8 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
         const bool host_bound = compute_bound_on_host(cached->host, work, op_class);
         work.bytes *= byte_scale;
         s = kernels && kernel_model_applies(layer.op)
-                ? kernel_pass_s(*kernels, layer, pass, device, options.precision)
+                ? kernel_pass_s(*kernels, layer, pass, device, options.precision,
+                                kernel_share(device, placement.threads, placement.cpu_sockets))
                 : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
         measured = he.measured;
       }

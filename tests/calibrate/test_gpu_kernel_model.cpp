@@ -94,6 +94,13 @@ TEST_CASE("calibrate::GpuKernelModel: the shipped fit reproduces published DeepB
       {"h100-sxm5", 16, 128, 256, 56, 3, 1, 0.6948},
       {"h100-sxm5", 16, 256, 512, 28, 3, 1, 0.9000},
       {"h100-sxm5", 16, 256, 1024, 14, 1, 1, 0.0608},
+      // Xeon Phi 7250 (DeepBench KNL7250, Intel MKL): the ResNet-50 bottleneck shapes at N=16
+      {"xeon-phi-7250", 16, 64, 256, 56, 1, 1, 0.36},
+      {"xeon-phi-7250", 16, 64, 64, 56, 3, 1, 0.79},
+      {"xeon-phi-7250", 16, 128, 128, 28, 3, 1, 0.75},
+      {"xeon-phi-7250", 16, 256, 256, 14, 3, 1, 0.80},
+      {"xeon-phi-7250", 16, 256, 1024, 14, 1, 1, 0.39},
+      {"xeon-phi-7250", 16, 512, 2048, 7, 1, 1, 0.69},
   };
   double sum_abs = 0;
   for (const auto& r : rows) {
@@ -109,7 +116,7 @@ TEST_CASE("calibrate::GpuKernelModel: the shipped fit reproduces published DeepB
     sum_abs += err;
   }
   CHECK(sum_abs / std::size(rows) < 0.35);
-  // Devices without DeepBench data get their documented fallback; CPUs get nothing.
+  // Devices without DeepBench data get their documented fallback; CPUs other than the Xeon Phi get nothing.
   CHECK(km.coefficients_or_null("k80-gk210", calibrate::Precision::FP32) != nullptr);
   CHECK(km.coefficients_or_null("h100-sxm5", calibrate::Precision::FP16_MIXED) != nullptr);
   // H100: FP32 from its own measured fit; FP16 from V100 (its NCHW FP16 timings do not follow the model).
@@ -118,6 +125,30 @@ TEST_CASE("calibrate::GpuKernelModel: the shipped fit reproduces published DeepB
   CHECK(km.coefficients_or_null("h100-pcie", calibrate::Precision::FP32)->fitted_on == "h100-sxm5");
   CHECK(km.coefficients_or_null("h100-pcie", calibrate::Precision::FP16_MIXED)->fitted_on == "v100-sxm2-16gb");
   CHECK(km.coefficients_or_null("xeon-gold-6148", calibrate::Precision::FP32) == nullptr);
+  CHECK(km.coefficients_or_null("xeon-phi-7250", calibrate::Precision::FP32)->fitted_on == "xeon-phi-7250");
+}
+
+TEST_CASE("calibrate::GpuKernelModel: a CPU worker runs on its share of the fitted socket", "[calibrate]") {
+  const auto& knl = platforms::DeviceCatalog::builtin().by_name("xeon-phi-7250");
+  CHECK(calibrate::kernel_share(knl, 68, 1) == 1.0);
+  CHECK(calibrate::kernel_share(knl, 34, 1) == 0.5);
+  CHECK(calibrate::kernel_share(knl, 272, 1) == 1.0);  // hardware threads beyond the cores add no roof
+  CHECK(calibrate::kernel_share(knl, 136, 2) == 2.0);  // two sockets' worth
+  const auto& gpu = platforms::DeviceCatalog::builtin().by_name("v100-sxm2-16gb");
+  CHECK(calibrate::kernel_share(gpu, 8, 2) == 1.0);
+  // Through the profile: one worker per KNL node takes the fit's time, two per node (34 cores each)
+  // twice its compute term; a Xeon without a fit stays on the device model.
+  const auto model = conv_model(32, 256, 256, 28, 3, 1);
+  calibrate::ProfileOptions o;
+  o.db_path = empty_db();
+  const auto whole = calibrate::build_profile(model, knl, o);
+  o.workers_per_node = 2;
+  const auto half = calibrate::build_profile(model, knl, o);
+  CHECK(whole.compute_model == "kernel model (xeon-phi-7250)");
+  const double launch_s = calibrate::GpuKernelModel::builtin().coefficients_or_null("xeon-phi-7250", calibrate::Precision::FP32)->launch_s;
+  CHECK(half.layers[0].fwd_s - launch_s == Approx(2 * (whole.layers[0].fwd_s - launch_s)));
+  CHECK(calibrate::build_profile(model, platforms::DeviceCatalog::builtin().by_name("xeon-gold-6148"), o).compute_model ==
+        "device model");
 }
 
 TEST_CASE("calibrate::Profile: fp16-mixed halves gradient bytes and uses the tensor peak", "[calibrate]") {
