@@ -145,6 +145,11 @@ struct TrainingPoint {
   bool ps_fold = true;                       // coarse PS with dedicated servers: fold each switch's nodes (exact)
   double ps_fold_max_flows = PS_FOLD_MAX_FLOWS;  // above: fold groups of switches, load-scaled (approximate)
   bool ps_latency_bound_bypass = true;       // PS: messages within the route's bandwidth-delay product skip the solver
+  // PS: seconds a server's CPU takes to apply one byte of a worker's gradient to its variables (the
+  // optimizer step on the server node's CPU, per gradient byte; docs/simulation-training.md, "Server
+  // apply"). Each push is applied on arrival, the server's pushes one after another; 0 = the servers
+  // apply once per iteration at the worker's update time (no server CPU).
+  double ps_apply_s_per_B = 0;
   std::string trace_path;                    // non-empty: write a Chrome/Perfetto trace
   int trace_iterations = 1;                  // the last N iterations are traced (<= iterations)
   double input_bytes_per_sample = 0;         // data-parallel-single-node: input tensor scattered from device 0

@@ -524,10 +524,10 @@ std::vector<ResourceUse> Replay::measured_resources(double iteration_s) const {
     u.utilisation = bytes / (bw * span_s);
     out.push_back(std::move(u));
   }
-  // A PS shard's CPU applies its share of the update once per iteration.
+  // A PS shard's CPU applies every worker's push (server apply), or its share of the update once.
   if (const double update_s = exchange_->busiest_server_update_s(); update_s > 0 && iteration_s > 0) {
     ResourceUse u;
-    u.name = "busiest PS shard's CPU (applying the update)";
+    u.name = "busiest PS shard's CPU (applying the gradients)";
     u.kind = "ps-cpu";
     u.utilisation = update_s / iteration_s;
     out.push_back(std::move(u));

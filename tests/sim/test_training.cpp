@@ -176,6 +176,36 @@ TEST_CASE("sim::Training: a PS RPC layer adds its software time in series (close
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);
 }
 
+TEST_CASE("sim::Training: parameter servers apply every push on their CPU, one after another (closed form)",
+          "[sim][training]") {
+  // Infinitely fast fabric, one server (on node 0). With server apply each worker's push of a layer is
+  // applied as it arrives, W pushes of a layer one after another; the servers' once-per-iteration update
+  // is gone. The applies of a layer (W x bytes x a) end under the next layer's backward, so the iteration
+  // is the compute step without the update plus the last layer's W applies. The same for ps-async, where
+  // each worker waits for its own apply only, queued behind the others' pushes of that layer.
+  const auto plat = star_platform(1e18);
+  const auto prof = uniform_profile(10);
+  const double a = 1.5e-3 / (4 * double(LAYER_GRAD_BYTES));  // 4 applies of a layer: 1.5 ms < 2 ms backward
+  for (const int workers : {1, 4}) {
+    INFO(workers << " workers");
+    auto p = point(S("ps"), workers);
+    const auto once = sim::simulate_training(plat, prof, p);
+    CHECK(once.iteration_time_s == Approx(step_s(prof)).epsilon(1e-6));
+    p.ps_apply_s_per_B = a;
+    const auto applied = sim::simulate_training(plat, prof, p);
+    CHECK(applied.iteration_time_s == Approx(step_s(prof) - UPDATE_S + workers * LAYER_GRAD_BYTES * a).epsilon(1e-6));
+  }
+  auto q = point(S("ps-async"), 4);
+  q.ps_apply_s_per_B = a;
+  const auto async = sim::simulate_training(plat, prof, q);
+  // Every worker's iteration ends when its own last push is applied: on average (1 + 4) / 2 applies in.
+  CHECK(async.iteration_time_s <= step_s(prof) - UPDATE_S + 4 * LAYER_GRAD_BYTES * a + 1e-9);
+  CHECK(async.iteration_time_s >= step_s(prof) - UPDATE_S + LAYER_GRAD_BYTES * a - 1e-9);
+  auto bad = point(S("ps"), 2);
+  bad.ps_apply_s_per_B = -1;
+  CHECK_THROWS_AS(sim::simulate_training(plat, prof, bad), InputError);
+}
+
 TEST_CASE("sim::Training: a collective overlapped with backward slows that compute by the interference factor",
           "[sim][training]") {
   // Two GPU nodes, two layers, one bucket per layer: bucket 0's allreduce (T_c) runs under layer 0's

@@ -1,7 +1,9 @@
 // Parameter-server family (TensorFlow's variable_update modes): variables placed on server shards
 // (greedy by bytes, or round robin); each worker pulls every shard before forward and pushes each
-// variable's gradient as soon as backward produces it. `ps`: synchronous, the servers update once every
-// worker has pushed; `ps-async`: no barrier, each worker goes on alone; `ps-replicated`: the GPUs of a
+// variable's gradient as soon as backward produces it; each server's CPU applies every push as it
+// arrives, one after another (TrainingPoint::ps_apply_s_per_B; without it, one update per iteration).
+// `ps`: synchronous, the next pulls wait until every worker's pushes are applied; `ps-async`: no barrier,
+// each worker goes on alone; `ps-replicated`: the GPUs of a
 // node sum their gradients on the node's first GPU, which pushes and pulls for the node.
 // Coarse mode (docs/simulation-training.md) merges a unit's per-layer pushes into at most
 // COARSE_PUSH_GROUPS groups of about equal bytes: one push flow per group and server, one pull per shard.
@@ -12,11 +14,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <numeric>
 #include <unordered_map>
 
+#include "common/errors.hpp"
 #include "platforms/transport.hpp"
 #include "sim/src/exchange/exchange.hpp"
 
@@ -51,6 +55,10 @@ class PsExchange final : public Exchange {
     group_buckets(resolve_mode(point.comm_mode, replay.workers()) == CommMode::COARSE);
     const double total = std::accumulate(shard_bytes_.begin(), shard_bytes_.end(), 0.0);
     max_shard_fraction_ = total > 0 ? *std::max_element(shard_bytes_.begin(), shard_bytes_.end()) / total : 0;
+    apply_s_per_B_ = point.ps_apply_s_per_B;
+    if (!(std::isfinite(apply_s_per_B_) && apply_s_per_B_ >= 0))
+      throw InputError(fmt::format("ps_apply_s_per_B: expected a finite number >= 0, got {}", apply_s_per_B_));
+    apply_free_s_.assign(static_cast<std::size_t>(servers_), 0.0);
     ranks_.assign(static_cast<std::size_t>(replay.workers()), RankState{});
     units_done_.assign(static_cast<std::size_t>(replay.iterations()), 0);
     nodes_.resize(static_cast<std::size_t>(replay.layout().nodes));
@@ -117,6 +125,10 @@ class PsExchange final : public Exchange {
   }
 
   double busiest_server_update_s() const override {
+    if (apply_s_per_B_ > 0) {  // every unit's push to the busiest shard, applied one after another
+      const int units = variant_ == Variant::REPLICATED ? layout().nodes : replay_.workers();
+      return units * *std::max_element(shard_bytes_.begin(), shard_bytes_.end()) * apply_s_per_B_;
+    }
     return variant_ == Variant::ASYNC ? 0 : replay_.plan().update_s * max_shard_fraction_;  // see unit_done
   }
 
@@ -398,11 +410,28 @@ class PsExchange final : public Exchange {
     return server_queues_[static_cast<std::size_t>(s)].admit(now, calls) - now;
   }
 
+  // Seconds from now until server `s` has applied `bytes` of gradient arriving now, behind the pushes it
+  // is still applying: the optimizer step runs on the server node's CPU, whose memory bandwidth the
+  // applies share, so one push after another (Server apply, docs/simulation-training.md).
+  double server_apply_wait_s(int s, double bytes) {
+    const double now = replay_.world().now();
+    double& free_s = apply_free_s_[static_cast<std::size_t>(s)];
+    free_s = std::max(free_s, now) + bytes * apply_s_per_B_;
+    return free_s - now;
+  }
+
   // `fold`: the flow carries that many nodes' bytes (a representative's); the client's RPC cost is one
   // node's, the server runs all `fold` nodes' calls. A pull's calls are served before the response flows;
   // a push's after its flow arrived, and the push ends when they have run.
   void rpc_then_transfer(double calls, int server, bool push, simgrid::s4u::Host* src, int src_node,
                          simgrid::s4u::Host* dst, int dst_node, double bytes, int fold, Callback done) {
+    if (push && apply_s_per_B_ > 0)  // runs after the serving threads below: the gradient is applied once parsed
+      done = [this, server, applied_B = bytes * fold, done = std::move(done)] {
+        const double wait = server_apply_wait_s(server, applied_B);
+        if (wait <= 0) return done();
+        replay_.count_activity();
+        replay_.world().after(wait, done);
+      };
     if (push && !server_queues_.empty())
       done = [this, server, served = calls * fold, done = std::move(done)] {
         const double wait = server_wait_s(server, served);
@@ -493,7 +522,8 @@ class PsExchange final : public Exchange {
   // shard last), then every worker starts the next iteration.
   void unit_done(int it, int units) {
     if (++units_done_[static_cast<std::size_t>(it)] < units) return;
-    const double update_s = replay_.plan().update_s * max_shard_fraction_;
+    // With server apply every push was applied as it arrived; else the servers update once, now.
+    const double update_s = apply_s_per_B_ > 0 ? 0.0 : replay_.plan().update_s * max_shard_fraction_;
     replay_.count_activity();
     replay_.world().after(update_s, [this, it] {
       for (int r = 0; r < replay_.workers(); ++r) replay_.end_iteration(r, it);
@@ -514,6 +544,8 @@ class PsExchange final : public Exchange {
   const platforms::Transport* rpc_ = nullptr;       // ps_transport row, or none
   std::vector<platforms::RpcServerQueue> server_queues_;  // per server, when the RPC layer has a server cost
   double max_shard_fraction_ = 0;
+  double apply_s_per_B_ = 0;                        // TrainingPoint::ps_apply_s_per_B
+  std::vector<double> apply_free_s_;                // per server: when its CPU has applied every push so far
   std::vector<RankState> ranks_;
   std::vector<int> units_done_;
   std::vector<std::vector<NodeIter>> nodes_;
