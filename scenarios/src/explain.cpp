@@ -74,10 +74,12 @@ Diagnosis diagnose(const sim::PointResult& r, const ExplainContext& c) {
     d.limit = Limit::COMPUTE;
   } else if (d.io_share >= d.exposed_share) {
     d.limit = Limit::INPUT_IO;
+  } else if (d.busiest && d.busiest->kind == "ps-cpu") {
+    // Busier than every link: the busiest shard's CPU applies every worker's pushes one after another,
+    // a chain that ends the exchange whether or not it fills the iteration.
+    d.limit = Limit::PS_SERVER_CPU;
   } else if (!d.busiest || d.busiest->utilisation < SATURATED_SHARE) {
     d.limit = Limit::LATENCY;
-  } else if (d.busiest->kind == "ps-cpu") {
-    d.limit = Limit::PS_SERVER_CPU;
   } else if (c.parameter_servers && is_nic_side(d.busiest->kind) && d.busiest->server >= 0) {
     d.limit = Limit::PS_SERVER_NIC;
   } else if (is_intra_node(d.busiest->kind)) {
@@ -130,8 +132,10 @@ std::string advice_sentence(const sim::PointResult& r, const Diagnosis& d, const
                          "SSD, a wider parallel file system) or deeper prefetching helps, the exchange does not.",
                          pct(d.io_share), bytes_text(c.batch_input_bytes));
     case Limit::PS_SERVER_CPU:
-      return fmt::format("The servers' update limits: more servers ({} now) split each shard's share of the update.",
-                         r.ps_servers);
+      return fmt::format("The servers' CPUs applying every worker's push limit: more servers ({} now) split the "
+                         "shards, down to the largest variable, which one server applies {} times per iteration "
+                         "whatever the count.",
+                         r.ps_servers, r.workers);
     case Limit::PS_SERVER_NIC:
       if (c.most_servers_tried > r.ps_servers)
         return fmt::format("The parameter servers' NICs limit at the count the search chose ({} for {} workers): "
@@ -242,6 +246,10 @@ std::string ps_tie_sentence(const std::vector<sim::PointResult>& tied, const Exp
   if (same_limit && ds[0].limit == Limit::INPUT_IO)
     return head + fmt::format(": input I/O limits each alike ({} of the iteration).",
                               and_list(ds, [](const Diagnosis& d) { return pct(d.io_share); }));
+  if (same_limit && ds[0].limit == Limit::PS_SERVER_CPU)
+    return head + fmt::format(": the busiest PS shard's CPU limits each alike, busy {} of the iteration applying the "
+                              "workers' pushes: that shard holds the largest variable, which more servers cannot split.",
+                              and_list(ds, [](const Diagnosis& d) { return pct(d.busiest->utilisation); }));
   if (same_limit && ds[0].limit == Limit::LATENCY)
     return head + ": no link is busy at any of them, so latency and synchronisation set the iteration, which more "
                   "servers do not shorten.";
