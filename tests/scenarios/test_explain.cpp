@@ -220,6 +220,37 @@ TEST_CASE("scenarios::explain: server counts that tie name the resource they sha
         std::string::npos);
 }
 
+TEST_CASE("scenarios::explain: the shard of the largest variable, applied by its server's CPU, limits every count",
+          "[scenarios][explain]") {
+  // 16 workers on a fast star; layer 9 (the first gradient backward produces) holds 40 MB, the other
+  // nine 4 MB each. Each server applies every worker's push at 1 ms per MB, so the shard with the 40 MB
+  // variable applies 16 x 40 ms per iteration at any server count from 2 on (greedy placement puts it
+  // alone): that CPU, not a link and not latency, is named, and the tie says the variable cannot be split.
+  const auto plat = star(100e9, 40);
+  auto prof = profile(10, 1.0);
+  prof.layers[9].grad_bytes = 10 * LAYER_GRAD_BYTES;
+  auto p = point("ps", 16);
+  p.ps_placement = sim::PsPlacement::DEDICATED;
+  p.ps_apply_s_per_B = 1e-3 / 1e6;
+  const auto c = context(p, plat);
+  std::vector<sim::PointResult> tied;
+  for (int servers : {2, 4, 8}) {
+    p.ps_servers = servers;
+    tied.push_back(sim::simulate_training(plat, prof, p));
+  }
+  for (const auto& r : tied) CHECK(r.throughput == Approx(tied[0].throughput).epsilon(1e-3));
+  const auto d = scenarios::diagnose(tied[0], c);
+  REQUIRE(d.busiest);
+  CHECK(d.busiest->kind == "ps-cpu");
+  CHECK(d.limit == Limit::PS_SERVER_CPU);
+  CHECK(scenarios::advice_sentence(tied[0], d, c).find("down to the largest variable, which one server applies 16 "
+                                                        "times per iteration") != std::string::npos);
+  const auto text = scenarios::ps_tie_sentence(tied, c, 1e-3);
+  INFO(text);
+  CHECK(text.find("reports the fewest, 2: the busiest PS shard's CPU limits each alike") != std::string::npos);
+  CHECK(text.find("that shard holds the largest variable, which more servers cannot split") != std::string::npos);
+}
+
 TEST_CASE("scenarios::wrap_paragraph: lines stay within the width and keep every word", "[scenarios][explain]") {
   const std::string text = "aaa bbb ccc dddd eeeee f";
   CHECK(scenarios::wrap_paragraph(text, 8) == "aaa bbb\nccc dddd\neeeee f\n");
