@@ -1,5 +1,6 @@
 // GPU kernel model: time of a convolution or GEMM pass on a GPU (or on DeepBench's one CPU, the Xeon
-// Phi 7250) from per-device coefficients fitted to DeepBench's published kernel timings (calibrate/fit/fit_gpu_kernels.py -> data/gpu_kernels.json).
+// Phi 7250) from per-device coefficients fitted to DeepBench's published kernel timings
+// (calibrate/fit/fit_gpu_kernels.py -> data/gpu_kernels.json).
 // Method, fitted numbers and cross-validation: docs/calibration.md ("GPU kernel model").
 #pragma once
 #include <map>

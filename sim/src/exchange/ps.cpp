@@ -3,8 +3,8 @@
 // variable's gradient as soon as backward produces it; each server's CPU applies every push as it
 // arrives, one after another (TrainingPoint::ps_apply_s_per_B; without it, one update per iteration).
 // `ps`: synchronous, the next pulls wait until every worker's pushes are applied; `ps-async`: no barrier,
-// each worker goes on alone; `ps-replicated`: the GPUs of a
-// node sum their gradients on the node's first GPU, which pushes and pulls for the node.
+// each worker goes on alone; `ps-replicated`: the GPUs of a node sum their gradients on the node's
+// first GPU, which pushes and pulls for the node.
 // Coarse mode (docs/simulation-training.md) merges a unit's per-layer pushes into at most
 // COARSE_PUSH_GROUPS groups of about equal bytes: one push flow per group and server, one pull per shard.
 // It also folds the worker nodes of each switch onto one representative that sends every flow for all
@@ -518,8 +518,9 @@ class PsExchange final : public Exchange {
     unit_done(it, layout().nodes);
   }
 
-  // Synchronous: when every unit has pushed, the servers apply the update (in parallel, the busiest
-  // shard last), then every worker starts the next iteration.
+  // Synchronous: when every unit's pushes are in (and, with server apply, applied), every worker starts
+  // the next iteration; without server apply the servers first update once (in parallel, the busiest
+  // shard last).
   void unit_done(int it, int units) {
     if (++units_done_[static_cast<std::size_t>(it)] < units) return;
     // With server apply every push was applied as it arrived; else the servers update once, now.
