@@ -131,16 +131,14 @@ def roofs(device, precision):
     A CPU's FP32 peak is derived as dtsim derives it (platforms/device.hpp, formula_peak_flops)."""
     def figure(v):  # PyYAML reads "1.4e9" (no sign in the exponent) as a string
         return float(v["value"] if isinstance(v, dict) else v)
-    if device["kind"] == "cpu":
+    if precision != "fp32":
+        peak = device.get("fp16_tensor_flops")
+    elif device["kind"] == "cpu":
         peak = (figure(device["cores"]) * figure(device["clock_hz"]) * figure(device["simd_width_fp32"])
-                * figure(device["fma_units"]) * 2) if precision == "fp32" else None
+                * figure(device["fma_units"]) * 2)
     else:
-        peak = device["peak_flops"] if precision == "fp32" else device.get("fp16_tensor_flops")
-    if isinstance(peak, dict):
-        peak = peak["value"]
-    bw = device["mem_bandwidth_Bps"]
-    bw = bw["value"] if isinstance(bw, dict) else bw
-    return (float(peak), float(bw)) if peak else None
+        peak = device["peak_flops"]
+    return (figure(peak), figure(device["mem_bandwidth_Bps"])) if peak else None
 
 
 def pass_of(cls):

@@ -12,7 +12,6 @@
 #include <string_view>
 #include <utility>
 
-#include "calibrate/gpu_kernel_model.hpp"
 #include "calibrate/memory.hpp"
 #include "calibrate/profile.hpp"
 #include "common/child.hpp"
@@ -223,20 +222,17 @@ auto from_field(const Scenario& s, const std::string& field, Fn&& load) {
 // parameter_server and distributed_replicated modes: every worker runs apply_gradients on the PS-resident
 // variables; MXNet's servers merge every push). Its cost per gradient byte is the calibrated optimizer
 // step of the whole model on one CPU socket (all its cores, the server process's thread pool) over the
-// model's gradient bytes at the training precision (FP32 master weights either way).
+// worker profile's gradient bytes at the training precision (FP32 master weights either way).
 double server_apply_s_per_B(const models::Model& model, const platforms::Platform& platform,
-                            const calibrate::ProfileOptions& worker_options) {
+                            const calibrate::ComputeProfile& worker, const std::string& db_path) {
   calibrate::ProfileOptions po;
-  po.db_path = worker_options.db_path;
+  po.db_path = db_path;
   po.backend = "onednn";
   po.workers_per_node = 1;
   po.cpu_sockets = 1;
   po.threads = platform.cpu_device().cores;
-  const auto cpu = calibrate::build_profile(model, platform.cpu_device(), po);
-  std::int64_t params = 0;
-  for (const auto& l : model.layers()) params += l.costs.params;
-  const double grad_B = static_cast<double>(params) * calibrate::element_bytes(worker_options.precision);
-  return grad_B > 0 ? cpu.update_s / grad_B : 0.0;
+  const double grad_B = static_cast<double>(worker.grad_bytes());
+  return grad_B > 0 ? calibrate::build_profile(model, platform.cpu_device(), po).update_s / grad_B : 0.0;
 }
 
 Prepared prepare(const Scenario& s) {
@@ -260,7 +256,7 @@ Prepared prepare(const Scenario& s) {
     calibrate::check_memory_fits(calibrate::estimate_memory(model, s.precision, device), model, device);
   p.profile = calibrate::build_profile(model, device, po);
   p.base = s.point;
-  if (is_ps(p.base.strategy)) p.base.ps_apply_s_per_B = server_apply_s_per_B(model, p.platform, po);
+  if (is_ps(p.base.strategy)) p.base.ps_apply_s_per_B = server_apply_s_per_B(model, p.platform, p.profile, s.db_path);
   p.base.input_bytes_per_sample = static_cast<double>(model.input_shape().per_sample()) * BYTES_PER_FP32;
   const auto& last = model.layers().back();
   p.base.output_bytes_per_sample =

@@ -43,12 +43,11 @@ struct World::Impl {
   struct Pending {
     s4u::ActivityPtr activity;
     std::function<void()> done;
-    bool is_transfer = false;
     const std::vector<int>* links = nullptr;  // the transfer's route, as link ids (LinkMeter)
     double payload_B = 0;     // the transfer's bytes
     double charge_per_B = 0;  // bytes each link of its route carries per payload byte (1 / its factor)
   };
-  std::unordered_map<const s4u::Activity*, Pending> pending;
+  std::unordered_map<const s4u::Activity*, Pending> pending;  // the transfers in flight (computations are timers)
   std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
   std::int64_t flows = 0;
   std::int64_t started = 0;
@@ -77,7 +76,6 @@ struct World::Impl {
   std::unordered_map<std::int64_t, const s4u::Host*> load_device;  // start_load handle -> its device
   std::int64_t next_job = 0;
   std::int64_t timers_in_flight = 0;
-  std::int64_t transfers_in_flight = 0;
   std::exception_ptr error;
   std::unordered_map<std::string, double> duration_cache;  // see start_allreduce (coarse reuse)
   std::int64_t next_load = 0;
@@ -218,10 +216,9 @@ struct World::Impl {
   void jobs_due(const s4u::Host* host) {
     Device& d = devices[host];
     d.timer = nullptr;  // the engine frees the timer that fires
-    const double now = s4u::Engine::get_clock();
+    settle(host);
     std::vector<std::function<void()>> ended;
     for (auto it = d.jobs.begin(); it != d.jobs.end();) {
-      it->second.remaining_s -= d.rate * (now - d.since_s);
       if (it->second.remaining_s <= d.rate * JOB_END_TOLERANCE_S) {
         ended.push_back(std::move(it->second.done));
         it = d.jobs.erase(it);
@@ -230,7 +227,6 @@ struct World::Impl {
         ++it;
       }
     }
-    d.since_s = now;
     reschedule(host);
     for (auto& fn : ended) call(fn);
   }
@@ -247,9 +243,7 @@ struct World::Impl {
     auto it = pending.find(&a);
     if (it == pending.end()) return;  // not ours, or the second signal of the same transfer
     auto fn = std::move(it->second.done);
-    if (it->second.is_transfer) --transfers_in_flight;
-    if (it->second.links != nullptr)
-      meter.flow_ended(*it->second.links, s4u::Engine::get_clock(), it->second.payload_B * it->second.charge_per_B);
+    meter.flow_ended(*it->second.links, s4u::Engine::get_clock(), it->second.payload_B * it->second.charge_per_B);
     finished.push_back(std::move(it->second.activity));
     pending.erase(it);
     call(fn);
@@ -371,7 +365,7 @@ double World::message_latency_s(s4u::Host* src, s4u::Host* dst, double bytes) co
 
 bool World::idle() const { return impl_->pending.empty() && impl_->timers_in_flight == 0; }
 std::int64_t World::flows_started() const { return impl_->flows; }
-std::int64_t World::transfers_in_flight() const { return impl_->transfers_in_flight; }
+std::int64_t World::transfers_in_flight() const { return static_cast<std::int64_t>(impl_->pending.size()); }
 std::unordered_map<std::string, double>& World::duration_cache() { return impl_->duration_cache; }
 std::int64_t World::activities_started() const { return impl_->started; }
 
@@ -475,8 +469,7 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   std::vector<const s4u::Link*> route;
   for (int id : *links) route.push_back(impl_->meter.links[static_cast<std::size_t>(id)]);
   const double charge_per_B = 1.0 / impl_->transports->route_bandwidth_factor(bytes, src, dst, route, *impl_->folds);
-  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), true, links, bytes, charge_per_B});
-  ++impl_->transfers_in_flight;
+  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), links, bytes, charge_per_B});
   ++impl_->flows;
   const double weight = impl_->weighted_folds ? fold : 1.0;
   // A TCP connection's cap (FlowPlan::cap_is_bound): each of the `fold` nodes' flows has its own. SimGrid
@@ -661,7 +654,7 @@ double World::link_bandwidth_Bps(int id) const {
 std::vector<double> World::link_bytes() const {
   std::vector<double> out = impl_->meter.bytes;
   for (const auto& [activity, p] : impl_->pending) {
-    if (!p.is_transfer || p.links == nullptr || p.activity->get_state() != s4u::Activity::State::STARTED) continue;
+    if (p.activity->get_state() != s4u::Activity::State::STARTED) continue;
     const double sent_B = p.payload_B - static_cast<const s4u::Comm*>(p.activity.get())->get_remaining();
     for (int id : *p.links)
       out[static_cast<std::size_t>(id)] += sent_B * p.charge_per_B / impl_->meter.fold[static_cast<std::size_t>(id)];

@@ -410,6 +410,16 @@ class PsExchange final : public Exchange {
     return server_queues_[static_cast<std::size_t>(s)].admit(now, calls) - now;
   }
 
+  // `done`, called once the server's work `wait_s` (evaluated when the push has arrived) is over.
+  Callback after_server(std::function<double()> wait_s, Callback done) {
+    return [this, wait_s = std::move(wait_s), done = std::move(done)] {
+      const double wait = wait_s();
+      if (wait <= 0) return done();
+      replay_.count_activity();
+      replay_.world().after(wait, done);
+    };
+  }
+
   // Seconds from now until server `s` has applied `bytes` of gradient arriving now, behind the pushes it
   // is still applying: the optimizer step runs on the server node's CPU, whose memory bandwidth the
   // applies share, so one push after another (Server apply, docs/simulation-training.md).
@@ -426,19 +436,11 @@ class PsExchange final : public Exchange {
   void rpc_then_transfer(double calls, int server, bool push, simgrid::s4u::Host* src, int src_node,
                          simgrid::s4u::Host* dst, int dst_node, double bytes, int fold, Callback done) {
     if (push && apply_s_per_B_ > 0)  // runs after the serving threads below: the gradient is applied once parsed
-      done = [this, server, applied_B = bytes * fold, done = std::move(done)] {
-        const double wait = server_apply_wait_s(server, applied_B);
-        if (wait <= 0) return done();
-        replay_.count_activity();
-        replay_.world().after(wait, done);
-      };
+      done = after_server([this, server, applied_B = bytes * fold] { return server_apply_wait_s(server, applied_B); },
+                          std::move(done));
     if (push && !server_queues_.empty())
-      done = [this, server, served = calls * fold, done = std::move(done)] {
-        const double wait = server_wait_s(server, served);
-        if (wait <= 0) return done();
-        replay_.count_activity();
-        replay_.world().after(wait, done);
-      };
+      done = after_server([this, server, served = calls * fold] { return server_wait_s(server, served); },
+                          std::move(done));
     const double delay = rpc_delay_s(calls, bytes) + (push ? 0.0 : server_wait_s(server, calls * fold));
     const double flow_B = bytes * fold;
     if (delay <= 0) {
