@@ -234,6 +234,26 @@ TEST_CASE("sim::PsExchange: colocated servers: the switches without one are fold
   }
 }
 
+TEST_CASE("sim::PsExchange: colocated servers left empty do not keep their switches unfolded", "[sim][ps]") {
+  // 12 variables on 32 servers: servers 0-11 (routers 0-2) hold them, servers 12-31 (routers 3-7) hold
+  // nothing, send and receive nothing, and their nodes fold like server-less ones: 12 nodes plus 13
+  // representatives send flows, where counting every server kept routers 0-7 (32 nodes) unfolded.
+  const auto prof = profile(12);
+  const auto plat = dragonfly(1);
+  for (const char* strategy : {"ps", "ps-async"}) {
+    INFO(strategy);
+    auto colocated = dedicated(strategy, 64, 32, sim::CommMode::COARSE, true);
+    colocated.ps_placement = sim::PsPlacement::COLOCATED;
+    auto plain = colocated;
+    plain.ps_fold = false;
+    const auto folded_r = sim::simulate_training(plat, prof, colocated);
+    const auto plain_r = sim::simulate_training(plat, prof, plain);
+    CHECK(folded_r.throughput == Approx(plain_r.throughput).epsilon(1e-6));
+    CHECK(folded_r.inter_node_bytes == Approx(plain_r.inter_node_bytes).epsilon(1e-9));
+    CHECK(folded_r.flows * 64 == plain_r.flows * (12 + 13));  // every node starts and receives alike
+  }
+}
+
 TEST_CASE("sim::PsExchange: workers with their own compute variation are not folded", "[sim][ps]") {
   const auto prof = profile(48);
   const auto plat = dragonfly(1);

@@ -265,16 +265,22 @@ class PsExchange final : public Exchange {
       for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
     }
   }
-  // Colocated servers (on nodes 0 .. servers-1): the switches whose nodes host no server are folded
-  // exactly, one representative each; the nodes of switches with a server stay as they are, and the
-  // representatives' flows are weighted (World::set_weighted_folds) where they share the servers'
-  // links with those nodes' flows. Not grouped beyond one switch: the load-scaled fold assumes every
-  // flow on a link stands for nodes alike.
+  // Colocated servers (server s on node s mod nodes): the switches whose nodes host no server holding
+  // variables are folded exactly, one representative each (a server left empty, as at more servers than
+  // variables, sends and receives nothing, so its node is like the others); the nodes of switches with
+  // such a server stay as they are, and the representatives' flows are weighted
+  // (World::set_weighted_folds) where they share the servers' links with those nodes' flows. Not
+  // grouped beyond one switch: the load-scaled fold assumes every flow on a link stands for nodes alike.
   void fold_colocated(int per_switch, const std::vector<simgrid::s4u::Host*>& refs) {
     const int nodes = layout().nodes;
-    const int first = (std::min(servers_, nodes) + per_switch - 1) / per_switch * per_switch;  // first server-less switch
-    if (nodes - first < 2 * per_switch) return;  // fewer than two switches to fold: not worth it
-    const auto groups = node_groups(first, per_switch);
+    std::vector<bool> serving(static_cast<std::size_t>(nodes), false);
+    for (int s = 0; s < servers_; ++s)
+      if (shard_bytes_[static_cast<std::size_t>(s)] > 0) serving[static_cast<std::size_t>(server_node(s))] = true;
+    std::vector<std::vector<int>> groups;
+    for (const auto& g : node_groups(0, per_switch))
+      if (std::none_of(g.begin(), g.end(), [&](int n) { return serving[static_cast<std::size_t>(n)]; }))
+        groups.push_back(g);
+    if (groups.size() < 2) return;  // fewer than two switches to fold: not worth it
     const int k = replay_.world().fold_nodes(groups, refs);
     if (k <= 1) return;
     replay_.world().set_weighted_folds(true);
