@@ -129,7 +129,7 @@ class PsExchange final : public Exchange {
       const int units = variant_ == Variant::REPLICATED ? layout().nodes : replay_.workers();
       return units * *std::max_element(shard_bytes_.begin(), shard_bytes_.end()) * apply_s_per_B_;
     }
-    return variant_ == Variant::ASYNC ? 0 : replay_.plan().update_s * max_shard_fraction_;  // see unit_done
+    return variant_ == Variant::ASYNC ? 0 : iteration_update_s();
   }
 
   int server_on_node(int node) const override {
@@ -532,12 +532,14 @@ class PsExchange final : public Exchange {
   void unit_done(int it, int units) {
     if (++units_done_[static_cast<std::size_t>(it)] < units) return;
     // With server apply every push was applied as it arrived; else the servers update once, now.
-    const double update_s = apply_s_per_B_ > 0 ? 0.0 : replay_.plan().update_s * max_shard_fraction_;
     replay_.count_activity();
-    replay_.world().after(update_s, [this, it] {
+    replay_.world().after(apply_s_per_B_ > 0 ? 0.0 : iteration_update_s(), [this, it] {
       for (int r = 0; r < replay_.workers(); ++r) replay_.end_iteration(r, it);
     });
   }
+
+  // Without server apply: the servers' one update per iteration, in parallel, the busiest shard last.
+  double iteration_update_s() const { return replay_.plan().update_s * max_shard_fraction_; }
 
   Variant variant_ = Variant::SYNC;
   int servers_ = 1;
