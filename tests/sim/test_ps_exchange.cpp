@@ -139,6 +139,19 @@ sim::TrainingPoint dedicated(const std::string& strategy, int workers, int serve
   return p;
 }
 
+// A coarse point with colocated servers, simulated folded and with folding off.
+struct FoldedAndPlain {
+  sim::PointResult folded, plain;
+};
+FoldedAndPlain colocated_folded_and_plain(const platforms::Platform& plat, const calibrate::ComputeProfile& prof,
+                                          const std::string& strategy, int workers, int servers) {
+  auto colocated = dedicated(strategy, workers, servers, sim::CommMode::COARSE, true);
+  colocated.ps_placement = sim::PsPlacement::COLOCATED;
+  auto plain = colocated;
+  plain.ps_fold = false;
+  return {sim::simulate_training(plat, prof, colocated), sim::simulate_training(plat, prof, plain)};
+}
+
 }  // namespace
 
 TEST_CASE("sim::PsExchange: folded workers give the unfolded max-min result", "[sim][ps]") {
@@ -221,12 +234,7 @@ TEST_CASE("sim::PsExchange: colocated servers: the switches without one are fold
     const int gpus = std::string(strategy) == "ps-replicated" ? 2 : 1;
     const auto plat = dragonfly(gpus);
     INFO(strategy);
-    auto colocated = dedicated(strategy, 64, 16, sim::CommMode::COARSE, true);
-    colocated.ps_placement = sim::PsPlacement::COLOCATED;
-    auto plain = colocated;
-    plain.ps_fold = false;
-    const auto folded_r = sim::simulate_training(plat, prof, colocated);
-    const auto plain_r = sim::simulate_training(plat, prof, plain);
+    const auto [folded_r, plain_r] = colocated_folded_and_plain(plat, prof, strategy, 64, 16);
     CHECK(folded_r.throughput == Approx(plain_r.throughput).epsilon(1e-6));
     CHECK(folded_r.iteration_time_s == Approx(plain_r.iteration_time_s).epsilon(1e-6));
     CHECK(folded_r.inter_node_bytes == Approx(plain_r.inter_node_bytes).epsilon(1e-9));
@@ -242,12 +250,7 @@ TEST_CASE("sim::PsExchange: colocated servers left empty do not keep their switc
   const auto plat = dragonfly(1);
   for (const char* strategy : {"ps", "ps-async"}) {
     INFO(strategy);
-    auto colocated = dedicated(strategy, 64, 32, sim::CommMode::COARSE, true);
-    colocated.ps_placement = sim::PsPlacement::COLOCATED;
-    auto plain = colocated;
-    plain.ps_fold = false;
-    const auto folded_r = sim::simulate_training(plat, prof, colocated);
-    const auto plain_r = sim::simulate_training(plat, prof, plain);
+    const auto [folded_r, plain_r] = colocated_folded_and_plain(plat, prof, strategy, 64, 32);
     CHECK(folded_r.throughput == Approx(plain_r.throughput).epsilon(1e-6));
     CHECK(folded_r.inter_node_bytes == Approx(plain_r.inter_node_bytes).epsilon(1e-9));
     CHECK(folded_r.flows * 64 == plain_r.flows * (12 + 13));  // every node starts and receives alike
