@@ -46,6 +46,7 @@ struct World::Impl {
     const std::vector<int>* links = nullptr;  // the transfer's route, as link ids (LinkMeter)
     double payload_B = 0;     // the transfer's bytes
     double charge_per_B = 0;  // bytes each link of its route carries per payload byte (1 / its factor)
+    double fold = 1;          // the nodes' flows it stands for (World::fold_nodes)
   };
   std::unordered_map<const s4u::Activity*, Pending> pending;  // the transfers in flight (computations are timers)
   std::vector<s4u::ActivityPtr> finished;  // freed at the next time advance, not in their own callback
@@ -97,6 +98,7 @@ struct World::Impl {
     std::vector<double> bytes, last_usage_Bps;
     std::vector<double> fold;    // World::fold_nodes: bytes and usages are read per node (divided by it)
     std::vector<int> flows_on;   // flows in flight crossing each link
+    std::vector<double> load_on;  // the same flows, each counted as the nodes' flows it stands for (its fold)
     std::vector<char> active;    // in `watch`
     std::vector<int> watch;      // links to read at the next time advance (recording only)
     std::unordered_map<const s4u::Link*, int> id_of;
@@ -123,6 +125,7 @@ struct World::Impl {
             last_usage_Bps.push_back(0);
             fold.push_back(folds_of(l));
             flows_on.push_back(0);
+            load_on.push_back(0);
             active.push_back(0);
           }
           it->second.push_back(li->second);
@@ -134,9 +137,10 @@ struct World::Impl {
     void charge(const std::vector<int>& ids, double link_B) {
       for (int id : ids) bytes[static_cast<std::size_t>(id)] += link_B / fold[static_cast<std::size_t>(id)];
     }
-    void flow_started(const std::vector<int>& ids) {
+    void flow_started(const std::vector<int>& ids, double flow_fold) {
       for (int id : ids) {
         ++flows_on[id];
+        load_on[id] += flow_fold;
         if (recording && !active[id]) {
           active[id] = 1;
           watch.push_back(id);
@@ -144,13 +148,15 @@ struct World::Impl {
       }
     }
     // A link left without flows is idle from now: recorded at once, as no time advance may follow.
-    void flow_ended(const std::vector<int>& ids, double now, double link_B) {
+    void flow_ended(const std::vector<int>& ids, double now, double link_B, double flow_fold) {
       charge(ids, link_B);
-      for (int id : ids)
+      for (int id : ids) {
+        load_on[id] = flows_on[id] == 1 ? 0.0 : load_on[id] - flow_fold;  // no rounding drift once empty
         if (--flows_on[id] == 0 && last_usage_Bps[id] != 0) {
           if (recording) changes.push_back({now, id, 0.0});
           last_usage_Bps[id] = 0;
         }
+      }
     }
     // Recording: the interval [now - delta, now] just elapsed at the usages the solver last computed.
     void time_advanced(double now, double delta) {
@@ -243,7 +249,8 @@ struct World::Impl {
     auto it = pending.find(&a);
     if (it == pending.end()) return;  // not ours, or the second signal of the same transfer
     auto fn = std::move(it->second.done);
-    meter.flow_ended(*it->second.links, s4u::Engine::get_clock(), it->second.payload_B * it->second.charge_per_B);
+    meter.flow_ended(*it->second.links, s4u::Engine::get_clock(), it->second.payload_B * it->second.charge_per_B,
+                     it->second.fold);
     finished.push_back(std::move(it->second.activity));
     pending.erase(it);
     call(fn);
@@ -445,13 +452,14 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
     // link; a transport's start-up delays do not count) is latency-bound: it arrives after its latency
     // plus its own serialisation, outside the max-min solver (docs/simulation-training.md).
     // Its rate is its max-min share when it starts (each link's bandwidth over the flows then on it,
-    // itself included), so a small message on a busy link still waits its turn.
+    // itself included), so a small message on a busy link still waits its turn. A folded flow counts as
+    // the `fold` nodes' flows it stands for, on the links it alone scales and on shared ones alike.
     double own_Bps = 0, share_Bps = 0;
     for (int id : *links) {
       const auto i = static_cast<std::size_t>(id);
       const double b = impl_->meter.links[i]->get_bandwidth() / impl_->meter.fold[i];
       own_Bps = own_Bps > 0 ? std::min(own_Bps, b) : b;
-      const double share = b / (impl_->meter.flows_on[i] + 1);
+      const double share = impl_->meter.links[i]->get_bandwidth() / (impl_->meter.load_on[i] + fold);
       share_Bps = share_Bps > 0 ? std::min(share_Bps, share) : share;
     }
     const double node_B = bytes / fold;
@@ -465,11 +473,11 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   }
   s4u::CommPtr comm = s4u::Comm::sendto_init(src, dst);
   comm->set_payload_size(static_cast<std::uint64_t>(std::llround(bytes)));
-  impl_->meter.flow_started(*links);
+  impl_->meter.flow_started(*links, fold);
   std::vector<const s4u::Link*> route;
   for (int id : *links) route.push_back(impl_->meter.links[static_cast<std::size_t>(id)]);
   const double charge_per_B = 1.0 / impl_->transports->route_bandwidth_factor(bytes, src, dst, route, *impl_->folds);
-  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), links, bytes, charge_per_B});
+  impl_->pending.emplace(comm.get(), Impl::Pending{comm, std::move(done), links, bytes, charge_per_B, fold});
   ++impl_->flows;
   const double weight = impl_->weighted_folds ? fold : 1.0;
   // A TCP connection's cap (FlowPlan::cap_is_bound): each of the `fold` nodes' flows has its own. SimGrid

@@ -152,6 +152,35 @@ TEST_CASE("sim::World: a message within its route's bandwidth-delay product skip
   CHECK(send(false, 1000, true) == Approx(lat + 1000 / (bw / 2)).epsilon(1e-6));  // off: the solver's share
 }
 
+TEST_CASE("sim::World: a latency-bound message counts a folded flow as the nodes' flows it stands for", "[sim]") {
+  // Star of 1 GB/s ports, 1 us each; node 3 folds onto node 2. Unfolded, nodes 2 and 3 would each hold
+  // node 0's port with a flow, so a small message into node 0 gets a third of it; folded, node 2's one
+  // flow (two nodes' bytes) must count twice. Likewise the representative's own small message stands
+  // for two, each with a third of the port beside node 1's flow.
+  auto p = test_platforms::uniform_star(4, 1e9, 1e-6);
+  const double lat = 2e-6, bw = 1e9, node_B = 1000;
+  const auto message_s = [&](bool weighted, int busy_src, int msg_src) {
+    return in_world(p, {4, 1, 0}, [=](World& w) {
+      if (w.fold_nodes({{2, 3}}, {w.worker_host(0)}) != 2) return -1.0;
+      w.set_weighted_folds(weighted);
+      w.set_latency_bound_bypass(true);
+      const double busy_B = busy_src == 2 ? 2e9 : 1e9;  // a representative's flow carries both nodes' bytes
+      w.transfer(w.worker_host(busy_src), w.worker_host(0), busy_B, [] {});
+      double end = -1;
+      const double msg_B = msg_src == 2 ? 2 * node_B : node_B;
+      w.after(0.1, [&]() { w.transfer(w.worker_host(msg_src), w.worker_host(0), msg_B, [&]() { end = w.now() - 0.1; }); });
+      w.run();
+      CHECK(w.latency_bound_flows() == 1);
+      return end;
+    });
+  };
+  for (bool weighted : {false, true}) {
+    INFO("weighted folds: " << weighted);
+    CHECK(message_s(weighted, 2, 1) == Approx(lat + node_B / (bw / 3)).epsilon(1e-9));
+    CHECK(message_s(weighted, 1, 2) == Approx(lat + node_B / (bw / 3)).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("sim::World: ring allreduce matches its closed form in both modes", "[sim]") {
   const double bw = 1.25e9, lat = 5e-6, bytes = 25e6;
   for (int n : {2, 5, 16}) {
