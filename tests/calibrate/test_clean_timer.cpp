@@ -85,10 +85,12 @@ TEST_CASE("calibrate::CleanTimer: CPU-time mode measures the work's own CPU time
   o.min_block_s = 0.0;
   o.check_disturbance = false;
   o.cpu_time = true;
-  const auto r = dtsim::time_clean([] { spin_cpu(0.003); }, o);
+  const auto r = dtsim::time_clean([] { spin_cpu(0.02); }, o);
   REQUIRE(r.clean());
-  // Independent of machine load: each repeat used 3 ms of CPU (plus the clock's granularity).
-  CHECK(r.median_s == Approx(0.003).epsilon(0.3));
+  // Independent of machine load: each repeat used 20 ms of CPU. The tolerance covers the CPU clock's
+  // occasional ~1 ms step on this VM (interrupts counted against the process; with a 3 ms spin and
+  // 30% it failed once under ctest -j2).
+  CHECK(r.median_s == Approx(0.02).epsilon(0.15));
   o.threads = 2;
   CHECK_THROWS_AS(dtsim::time_clean([] {}, o), dtsim::InputError);
 }
