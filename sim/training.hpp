@@ -93,6 +93,9 @@ struct Variability {
 // Expected maximum over n workers of the log-normal jitter factor with coefficient of variation cv
 // (numerical integral): what synchronous training pays per iteration for jitter alone.
 double expected_max_lognormal_factor(int n, double cv);
+// The same with the first of the n devices at exactly 1 (the reference device, TrainingPoint
+// device spread): E[max(1, X_1..X_{n-1})], what a synchronous step pays under the device spread.
+double expected_max_with_reference_factor(int n, double cv);
 
 // What a framework's runtime adds around each collective (docs/frameworks.md).
 struct FrameworkRuntime {

@@ -3,6 +3,7 @@
 // training.cpp draws. Synchronous training pays this maximum; the tests check the simulation against it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/training.hpp"
@@ -11,6 +12,23 @@ namespace dtsim::sim {
 namespace {
 constexpr double Z_RANGE = 12;      // standard deviations integrated on each side
 constexpr int INTERVALS = 4000;     // Simpson intervals over [-Z_RANGE, Z_RANGE] (even)
+
+// E[g(max of m log-normal factors of mean 1 and coefficient of variation cv)] by Simpson's rule over
+// z, the maximum's density being m Phi(z)^(m-1) phi(z); 1 when n <= 1 workers or cv <= 0.
+template <class G>
+double integrate_max(int n, double cv, int m, G g) {
+  if (n <= 1 || cv <= 0) return 1.0;
+  const double sigma = std::sqrt(std::log1p(cv * cv));
+  const double h = 2 * Z_RANGE / INTERVALS;
+  auto f = [&](double z) {
+    const double phi = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+    const double Phi = 0.5 * std::erfc(-z / std::sqrt(2.0));
+    return g(std::exp(sigma * z - 0.5 * sigma * sigma)) * m * std::pow(Phi, m - 1) * phi;
+  };
+  double sum = f(-Z_RANGE) + f(Z_RANGE);
+  for (int i = 1; i < INTERVALS; ++i) sum += (i % 2 ? 4 : 2) * f(-Z_RANGE + i * h);
+  return sum * h / 3;
+}
 }  // namespace
 
 TrainingPoint default_training_point() {
@@ -29,18 +47,13 @@ DeviceSpread resolve_device_spread(const platforms::Platform& platform, const Tr
 }
 
 double expected_max_lognormal_factor(int n, double cv) {
-  if (n <= 1 || cv <= 0) return 1.0;
   // X = exp(sigma Z - sigma^2 / 2), Z standard normal: E[max of n] = int x(z) n Phi(z)^(n-1) phi(z) dz.
-  const double sigma = std::sqrt(std::log1p(cv * cv));
-  const double h = 2 * Z_RANGE / INTERVALS;
-  auto f = [&](double z) {
-    const double phi = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
-    const double Phi = 0.5 * std::erfc(-z / std::sqrt(2.0));
-    return std::exp(sigma * z - 0.5 * sigma * sigma) * n * std::pow(Phi, n - 1) * phi;
-  };
-  double sum = f(-Z_RANGE) + f(Z_RANGE);
-  for (int i = 1; i < INTERVALS; ++i) sum += (i % 2 ? 4 : 2) * f(-Z_RANGE + i * h);
-  return sum * h / 3;
+  return integrate_max(n, cv, n, [](double x) { return x; });
+}
+
+double expected_max_with_reference_factor(int n, double cv) {
+  // max(1, X_1..X_{n-1}): the reference device at 1 beside n - 1 drawn ones.
+  return integrate_max(n, cv, n - 1, [](double x) { return std::max(1.0, x); });
 }
 
 }  // namespace dtsim::sim
