@@ -1,6 +1,7 @@
 // Synchronisation variance: the device spread a point runs (by device class unless it names one) and,
 // in closed form, the expected maximum over n workers of the log-normal compute factor (mean 1) that
-// training.cpp draws. Synchronous training pays this maximum; the tests check the simulation against it.
+// training.cpp draws, alone (per-iteration jitter) or beside the reference device 0 at 1 (the device
+// spread). Synchronous training pays this maximum; the tests check the simulation against it.
 #include <fmt/format.h>
 
 #include <algorithm>
