@@ -110,9 +110,7 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
     if (a.trace_iterations < 1)
       throw InputError(fmt::format("--trace-iterations: expected >= 1, got {}", a.trace_iterations));
     if (s.point.trace_path.empty()) throw InputError("--trace-iterations: needs --trace FILE (or trace: in the scenario)");
-    s.point.trace_iterations = a.trace_iterations;
-    // The traced iterations follow the warm-up one unless --iterations says otherwise.
-    if (!a.given("--iterations")) s.point.iterations = std::max(s.point.iterations, a.trace_iterations + 1);
+    s.point.trace_iterations = a.trace_iterations;  // after the warm-up one unless --iterations says otherwise
   }
   // A flag replaces the file's value: errors about it then name the flag, not the file.
   for (const std::string& field : given_fields(a)) s.field_origin.erase(field);
@@ -254,7 +252,8 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
                 "docs/simulation-training.md)");
   cmd->add_option("--data", a->data, "synthetic|real (real: read input from the platform's storage)");
   cmd->add_option("--anchor", a->anchor, "Measured single-worker throughput (samples/s) fixing the compute scale");
-  cmd->add_option("--iterations", a->iterations, "Simulated iterations (the first is warm-up)");
+  cmd->add_option("--iterations", a->iterations,
+                  "Simulated iterations, the first warm-up (default 3; 6 for ps-async, whose workers take several to settle)");
   cmd->add_option("--precision", a->precision,
                   "fp32|fp16-mixed (FP16 tensor cores: V100, T4, A100, H100; FP16 activations and gradients)");
   cmd->add_flag("--allow-oversubscribe", a->allow_oversubscribe,

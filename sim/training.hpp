@@ -32,6 +32,7 @@ std::vector<std::string> strategy_names();
 std::string strategy_help();
 bool uses_servers(const Strategy& s);     // parameter servers: --ps, placement and balance apply
 bool single_node_only(const Strategy& s); // every worker on one node
+bool asynchronous(const Strategy& s);     // no barrier: each worker goes on at its own pace
 
 // Collective libraries (NCCL, Open MPI tuned, MVAPICH2, Gloo; docs/collective-libraries.md): the library
 // picks each allreduce's algorithm (strategy allreduce-auto) and protocol. A point that names none gets
@@ -53,6 +54,13 @@ DataMode data_mode_by_name(const std::string& name);
 // exact fold on Piz Daint ResNet-50 at 512-1,024 workers). A cost budget, not a fitted constant: it
 // keeps SimGrid near 10,000 concurrent flows, where a 1,024 x 256 prediction takes about 3 s.
 constexpr double PS_FOLD_MAX_FLOWS = 12'000;
+// Iterations simulated when a point names none (the first is warm-up). Synchronous workers meet at every
+// step, so one warm-up iteration reaches their steady state. Asynchronous ones drift from the common
+// start into their own rhythm over several: `ps-async` ResNet-50 on Piz Daint, 64 dedicated servers,
+// efficiency at 3, 6 and 10 iterations: 0.863, 0.779, 0.778 (256 workers, unfolded) and 0.285, 0.184,
+// 0.177 (1,024 workers, folded); docs/simulation-training.md "Asynchronous steady state".
+constexpr int SYNC_ITERATIONS = 3;
+constexpr int ASYNC_ITERATIONS = 6;
 
 // Compute-communication interference on GPUs: while a collective's kernels run on a device, the compute
 // overlapped with them runs this much slower. Lee et al., "Characterizing Compute-Communication Overlap
@@ -142,7 +150,7 @@ struct TrainingPoint {
   DataMode data = DataMode::SYNTHETIC;
   double sample_bytes = 0;                   // real data: bytes read per sample
   int prefetch_depth = 2;                    // batches read ahead
-  int iterations = 3;                        // simulated iterations (the first is warm-up)
+  int iterations = 0;                        // simulated iterations (the first is warm-up); 0: resolved_iterations
   Variability variability;
   CommMode comm_mode = CommMode::AUTO;
   bool ps_fold = true;                       // coarse PS with dedicated servers: fold each switch's nodes (exact)
@@ -164,6 +172,10 @@ struct TrainingPoint {
 // What a new user gets (scenarios start from it): the collective library by precedence and the
 // device-class variability on. A TrainingPoint{} has both off.
 TrainingPoint default_training_point();
+
+// The iterations a point simulates: its own, or when it names none (0) SYNC_ITERATIONS or, for an
+// asynchronous strategy, ASYNC_ITERATIONS, raised to cover the traced iterations after the warm-up one.
+int resolved_iterations(const TrainingPoint& point);
 
 // The library a point runs and where the choice came from: "named" (the point names it: scenario or
 // flag), "framework <name>", "platform" (its collective_library field), "default rule (GPU nodes)" or

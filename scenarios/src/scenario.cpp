@@ -201,7 +201,7 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
   p.metadata_ops_per_sample = non_negative("metadata_ops_per_sample", p.metadata_ops_per_sample);
   p.preprocess_s_per_sample = non_negative("preprocess_ms_per_sample", 0) * S_PER_MS;
   p.iterations = yaml::optional<int>(node, "iterations", p.iterations, origin, ctx);
-  if (p.iterations < 1)
+  if (node["iterations"] && p.iterations < 1)
     yaml::fail(node["iterations"], origin, ctx, fmt::format("field 'iterations' must be >= 1, got {}", p.iterations));
   if (node["anchor"]) {
     const double a = yaml::required<double>(node, "anchor", origin, ctx);

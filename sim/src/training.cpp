@@ -70,7 +70,7 @@ class Replay final : public ReplayServices {
          const TrainingPoint& point, const Layout& layout)
       : world_(world), platform_(platform), profile_(profile), point_(point), layout_(layout) {
     workers_ = point.workers;
-    iters_ = point.iterations;
+    iters_ = resolved_iterations(point);
     const auto& family = exchange_family(point.strategy);
     // Per-layer buckets: TF pushes each variable's gradient as soon as it is produced. Horovod fuses, each
     // cycle, the tensors then ready: the plan's buckets are the tensors of about one cycle of backward and
@@ -119,6 +119,15 @@ class Replay final : public ReplayServices {
   int workers() const override { return workers_; }
   int iterations() const override { return iters_; }
   double factor(int r, int it) const override { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }
+  void share_pace(const std::vector<int>& ranks) override {
+    if (ranks.empty()) return;
+    for (int it = 0; it < iters_; ++it) {
+      double inverse_sum = 0;
+      for (int r : ranks) inverse_sum += 1.0 / factor(r, it);
+      const double pace = static_cast<double>(ranks.size()) / inverse_sum;
+      for (int r : ranks) factors_[static_cast<std::size_t>(it) * workers_ + r] = pace;
+    }
+  }
   bool tracing(int it) const override { return !point_.trace_path.empty() && it >= trace_first_; }
   TraceRecorder& trace() override { return trace_; }
   void count_activity() override { ++activities_; }

@@ -20,6 +20,12 @@ constexpr double MAX_JITTER_CV = 10.0;
 bool finite_non_negative(double x) { return std::isfinite(x) && x >= 0; }
 }  // namespace
 
+int resolved_iterations(const TrainingPoint& point) {
+  if (point.iterations > 0) return point.iterations;
+  const int by_strategy = asynchronous(point.strategy) ? ASYNC_ITERATIONS : SYNC_ITERATIONS;
+  return point.trace_path.empty() ? by_strategy : std::max(by_strategy, point.trace_iterations + 1);
+}
+
 int effective_workers_per_node(const platforms::Platform& platform, const TrainingPoint& point) {
   const int wpn = point.workers_per_node > 0 ? point.workers_per_node : platform.default_workers_per_node();
   return std::max(1, std::min(wpn, point.workers));
@@ -38,11 +44,12 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
                                  platform.node.gpus, point.workers_per_node));
   if (profile.batch < 1) throw InputError(fmt::format("--batch: expected >= 1 sample per worker, got {}", profile.batch));
   if (profile.layers.empty()) throw InputError("compute profile: the model has no layers to simulate");
-  if (point.iterations < 1 || point.iterations > MAX_ITERATIONS)
+  if (point.iterations < 0 || point.iterations > MAX_ITERATIONS)
     throw InputError(fmt::format("--iterations: expected 1..{}, got {}", MAX_ITERATIONS, point.iterations));
-  if (!point.trace_path.empty() && (point.trace_iterations < 1 || point.trace_iterations > point.iterations))
+  if (!point.trace_path.empty() && (point.trace_iterations < 1 || point.trace_iterations > MAX_ITERATIONS - 1 ||
+                                    point.trace_iterations > resolved_iterations(point)))
     throw InputError(fmt::format("--trace-iterations: expected 1..{} (the simulated iterations), got {}",
-                                 point.iterations, point.trace_iterations));
+                                 resolved_iterations(point), point.trace_iterations));
   if (!finite_non_negative(point.fusion_bytes))
     throw InputError(fmt::format("--fusion-mb: expected >= 0, got {} bytes", point.fusion_bytes));
   if (!finite_non_negative(point.cycle_s) || point.cycle_s > MAX_CYCLE_S)

@@ -134,7 +134,7 @@ TEST_CASE("scenarios::Config: --dump-config round trips through predict and swee
   CHECK(dumped.out.empty());  // writes the file, predicts nothing
   const std::string yaml = slurp(dir / "resolved.yaml");
   for (const char* field : {"strategy: ps", "framework: pytorch-ddp", "fusion_mb: 25", "batch: 24", "precision: fp32",
-                            "comm_mode: auto", "iterations: 3"})
+                            "comm_mode: auto", "# iterations: by strategy (3; asynchronous 6)"})
     CHECK(yaml.find(field) != std::string::npos);
   // Loaded again by predict: the same predictions.
   const auto again = run_cli({"predict", (dir / "resolved.yaml").string(), "--format", "json"});

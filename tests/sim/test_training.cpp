@@ -521,3 +521,28 @@ TEST_CASE("sim::Training: impossible set-ups are input errors", "[sim][training]
   unknown.strategy.collective = "magic";  // built in code, never typed: still an error, never a fallback
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, unknown), InputError);
 }
+
+TEST_CASE("sim::Training: a point that names no iteration count gets its strategy's", "[sim][training]") {
+  sim::TrainingPoint p;
+  p.strategy = sim::strategy_by_name("ps");
+  CHECK(sim::resolved_iterations(p) == sim::SYNC_ITERATIONS);
+  p.strategy = sim::strategy_by_name("ps-async");
+  CHECK(sim::resolved_iterations(p) == sim::ASYNC_ITERATIONS);
+  p.trace_path = "t.json";
+  p.trace_iterations = sim::ASYNC_ITERATIONS;  // the traced ones follow a warm-up iteration
+  CHECK(sim::resolved_iterations(p) == sim::ASYNC_ITERATIONS + 1);
+  p.iterations = 4;  // named: kept
+  CHECK(sim::resolved_iterations(p) == 4);
+  // And the replay runs that many: a one-iteration point reports its single iteration.
+  const auto plat = star_platform(1e9, 4);
+  sim::TrainingPoint async;
+  async.strategy = sim::strategy_by_name("ps-async");
+  async.workers = 2;
+  async.ps_servers = 1;
+  async.iterations = 1;
+  const auto one = sim::simulate_training(plat, uniform_profile(4), async);
+  async.iterations = 0;
+  const auto by_strategy = sim::simulate_training(plat, uniform_profile(4), async);
+  CHECK(one.flows > 0);
+  CHECK(by_strategy.flows == one.flows * sim::ASYNC_ITERATIONS);  // every iteration moves the same flows
+}

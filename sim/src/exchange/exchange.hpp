@@ -34,6 +34,9 @@ class ReplayServices {
   virtual int workers() const = 0;
   virtual int iterations() const = 0;
   virtual double factor(int rank, int it) const = 0;  // the worker's compute-time factor (variability)
+  // The ranks run at one pace from now on: each iteration's factor becomes their harmonic mean, the
+  // factor of their mean compute rate (a folded group of asynchronous workers, PsExchange).
+  virtual void share_pace(const std::vector<int>& ranks) = 0;
   virtual bool tracing(int it) const = 0;             // this iteration is the one traced
   virtual TraceRecorder& trace() = 0;
 

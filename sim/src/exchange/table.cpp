@@ -82,5 +82,6 @@ Strategy strategy_by_name(const std::string& name, const std::string& what) {
 std::string to_string(const Strategy& s) { return s.name(); }
 bool uses_servers(const Strategy& s) { return exchange_family(s).properties.uses_servers; }
 bool single_node_only(const Strategy& s) { return exchange_family(s).properties.single_node; }
+bool asynchronous(const Strategy& s) { return exchange_family(s).properties.asynchronous; }
 
 }  // namespace dtsim::sim
