@@ -470,30 +470,34 @@ PointResult Replay::result() const {
   res.throughput = throughput;
   const auto& r0 = ranks_[0];
   res.iteration_time_s = iters_ == 1 ? r0.ends_s[0] : (r0.ends_s.back() - r0.ends_s.front()) / (iters_ - 1);
-  // Breakdown of rank 0's last iteration.
-  const int it = iters_ - 1;
-  const double lo = it == 0 ? 0.0 : r0.ends_s[static_cast<std::size_t>(it - 1)];
-  const double hi = r0.ends_s[static_cast<std::size_t>(it)];
-  const auto& ri = rank0_[static_cast<std::size_t>(it)];
-  res.breakdown.compute_s = union_length(ri.compute, lo, hi);
-  res.breakdown.communication_s = union_length(ri.comm, lo, hi);
-  res.breakdown.io_stall_s = ri.io_stall_s;
-  res.breakdown.exposed_communication_s =
-      std::max(0.0, (hi - lo) - res.breakdown.compute_s - res.breakdown.io_stall_s);
-  // Where rank 0 waited: before its forward pass (parameters, a scattered input) or after its
-  // backward pass (the gradient exchange, a PS update); idle time is what neither compute nor input covers.
-  std::vector<Interval> busy = ri.compute;
-  busy.insert(busy.end(), ri.io.begin(), ri.io.end());
-  auto idle_in = [&](double a, double b) { return b > a ? (b - a) - union_length(busy, a, b) : 0.0; };
-  const double fwd = std::clamp(ri.forward_start_s, lo, hi);
-  const double bwd_end = std::clamp(ri.backward_end_s, fwd, hi);
-  res.breakdown.exposed_before_forward_s = idle_in(lo, fwd);
-  res.breakdown.exposed_after_backward_s = idle_in(bwd_end, hi);
+  // Breakdown of rank 0's measured iterations (after the warm-up one), their mean: the same as the last
+  // one's in a synchronous steady state; asynchronous iterations differ from one to the next.
+  const int first = iters_ > 1 ? 1 : 0;
+  const double measured = iters_ - first;
+  for (int it = first; it < iters_; ++it) {
+    const double lo = it == 0 ? 0.0 : r0.ends_s[static_cast<std::size_t>(it - 1)];
+    const double hi = r0.ends_s[static_cast<std::size_t>(it)];
+    const auto& ri = rank0_[static_cast<std::size_t>(it)];
+    const double compute_s = union_length(ri.compute, lo, hi);
+    res.breakdown.compute_s += compute_s / measured;
+    res.breakdown.communication_s += union_length(ri.comm, lo, hi) / measured;
+    res.breakdown.io_stall_s += ri.io_stall_s / measured;
+    res.breakdown.exposed_communication_s += std::max(0.0, (hi - lo) - compute_s - ri.io_stall_s) / measured;
+    // Where rank 0 waited: before its forward pass (parameters, a scattered input) or after its
+    // backward pass (the gradient exchange, a PS update); idle time is what neither compute nor input covers.
+    std::vector<Interval> busy = ri.compute;
+    busy.insert(busy.end(), ri.io.begin(), ri.io.end());
+    auto idle_in = [&](double a, double b) { return b > a ? (b - a) - union_length(busy, a, b) : 0.0; };
+    const double fwd = std::clamp(ri.forward_start_s, lo, hi);
+    const double bwd_end = std::clamp(ri.backward_end_s, fwd, hi);
+    res.breakdown.exposed_before_forward_s += idle_in(lo, fwd) / measured;
+    res.breakdown.exposed_after_backward_s += idle_in(bwd_end, hi) / measured;
+  }
   res.inter_node_bytes = inter_node_B_ / iters_;
   res.intra_node_bytes = intra_node_B_ / iters_;
 
   // The busiest NIC (exchange bytes, one direction) and its busy fraction at the payload rate.
-  const double iter = std::max(hi - lo, EPS_S);
+  const double iter = std::max(res.iteration_time_s, EPS_S);
   const double nic_Bps =
       platform_.network.link_bandwidth_Bps * platform_.network.protocol_efficiency * std::max(1, platform_.node.nics);
   std::size_t busiest = 0;

@@ -546,3 +546,24 @@ TEST_CASE("sim::Training: a point that names no iteration count gets its strateg
   CHECK(one.flows > 0);
   CHECK(by_strategy.flows == one.flows * sim::ASYNC_ITERATIONS);  // every iteration moves the same flows
 }
+
+TEST_CASE("sim::Training: the breakdown is the mean of the measured iterations, so it adds up to the iteration",
+          "[sim][training]") {
+  // Stragglers make some iterations longer than others: the reported iteration is their mean, and so
+  // are compute and exposed time (the last iteration alone need not contain a straggler).
+  const auto plat = star_platform(1e9);
+  const auto prof = uniform_profile(10);
+  auto p = point(S("allreduce-ring"), 8);
+  p.iterations = 8;
+  p.variability.straggler_probability = 0.1;
+  p.variability.straggler_slowdown = 3;
+  p.variability.seed = 7;
+  const auto r = sim::simulate_training(plat, prof, p);
+  const auto& b = r.breakdown;
+  CHECK(b.compute_s + b.exposed_communication_s + b.io_stall_s == Approx(r.iteration_time_s).epsilon(1e-9));
+  CHECK(b.exposed_before_forward_s + b.exposed_after_backward_s <= b.exposed_communication_s + 1e-12);
+  // Rank 0 waits for the stragglers: more exposed time than without them.
+  auto calm = p;
+  calm.variability = sim::Variability{};
+  CHECK(b.exposed_communication_s > sim::simulate_training(plat, prof, calm).breakdown.exposed_communication_s);
+}
