@@ -28,7 +28,9 @@ done
 # past PS_TIMEOUT_S (default 120 s) is stopped and reported as such. Coarse PS traffic above 64
 # workers; with dedicated servers the worker nodes are also folded, per switch (exact) or, above a flow
 # budget, in groups of switches with load-scaled links (docs/simulation-training.md "Folded workers");
-# with colocated servers only the switches that host no server, their flows weighted (exact).
+# with colocated servers only the switches that host no server, their flows weighted (exact). ps-async
+# folds only above the flow budget, each group at its devices' mean pace (approximate), and simulates
+# 6 iterations by default (docs/simulation-training.md "Asynchronous steady state").
 repeats="${PS_REPEATS:-3}"
 limit="${PS_TIMEOUT_S:-120}"
 ps_line() {  # label target_s strategy args...
