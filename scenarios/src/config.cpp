@@ -311,7 +311,9 @@ std::string scenario_to_yaml(const Scenario& s, const YAML::Node& sweep) {
   if (p.iterations > 0)
     e << YAML::Key << "iterations" << YAML::Value << p.iterations;
   else  // left to each strategy: a sweep over strategies may mix synchronous and asynchronous ones
-    e << YAML::Comment(fmt::format("iterations: by strategy ({}; asynchronous {})", sim::SYNC_ITERATIONS, sim::ASYNC_ITERATIONS));
+    e << YAML::Newline
+      << YAML::Comment(fmt::format("iterations: by strategy ({}; asynchronous {})", sim::SYNC_ITERATIONS,
+                                   sim::ASYNC_ITERATIONS));
   if (s.anchor_samples_per_s) e << YAML::Key << "anchor" << YAML::Value << fmt::format("{}", *s.anchor_samples_per_s);
   if (!s.db_path.empty())
     e << YAML::Key << "calibration_db" << YAML::Value << std::filesystem::absolute(s.db_path).lexically_normal().string();
