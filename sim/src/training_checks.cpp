@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/errors.hpp"
@@ -23,7 +24,8 @@ bool finite_non_negative(double x) { return std::isfinite(x) && x >= 0; }
 int resolved_iterations(const TrainingPoint& point) {
   if (point.iterations > 0) return point.iterations;
   const int by_strategy = asynchronous(point.strategy) ? ASYNC_ITERATIONS : SYNC_ITERATIONS;
-  return point.trace_path.empty() ? by_strategy : std::max(by_strategy, point.trace_iterations + 1);
+  if (point.trace_path.empty()) return by_strategy;
+  return std::max(by_strategy, std::clamp(point.trace_iterations, 0, MAX_ITERATIONS - 1) + 1);
 }
 
 int effective_workers_per_node(const platforms::Platform& platform, const TrainingPoint& point) {
@@ -46,10 +48,12 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
   if (profile.layers.empty()) throw InputError("compute profile: the model has no layers to simulate");
   if (point.iterations < 0 || point.iterations > MAX_ITERATIONS)
     throw InputError(fmt::format("--iterations: expected 1..{}, got {}", MAX_ITERATIONS, point.iterations));
-  if (!point.trace_path.empty() && (point.trace_iterations < 1 || point.trace_iterations > MAX_ITERATIONS - 1 ||
-                                    point.trace_iterations > resolved_iterations(point)))
-    throw InputError(fmt::format("--trace-iterations: expected 1..{} (the simulated iterations), got {}",
-                                 resolved_iterations(point), point.trace_iterations));
+  // Traced: the named iterations, or by strategy as many as follow a warm-up within MAX_ITERATIONS.
+  const int most_traced = point.iterations > 0 ? point.iterations : MAX_ITERATIONS - 1;
+  if (!point.trace_path.empty() && (point.trace_iterations < 1 || point.trace_iterations > most_traced))
+    throw InputError(fmt::format("--trace-iterations: expected 1..{} (the simulated iterations{}), got {}",
+                                 most_traced, point.iterations > 0 ? "" : ", after a warm-up one",
+                                 point.trace_iterations));
   if (!finite_non_negative(point.fusion_bytes))
     throw InputError(fmt::format("--fusion-mb: expected >= 0, got {} bytes", point.fusion_bytes));
   if (!finite_non_negative(point.cycle_s) || point.cycle_s > MAX_CYCLE_S)

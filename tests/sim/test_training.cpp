@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -533,6 +534,19 @@ TEST_CASE("sim::Training: a point that names no iteration count gets its strateg
   CHECK(sim::resolved_iterations(p) == sim::ASYNC_ITERATIONS + 1);
   p.iterations = 4;  // named: kept
   CHECK(sim::resolved_iterations(p) == 4);
+  // By strategy, the traced iterations and their warm-up stay within the iteration bound (1,000), and
+  // the error names that bound, not a count past it.
+  p.iterations = 0;
+  p.trace_iterations = std::numeric_limits<int>::max();
+  CHECK(sim::resolved_iterations(p) == 1000);
+  p.workers = 1;
+  try {
+    sim::simulate_training(star_platform(1e9, 4), uniform_profile(4), p);
+    FAIL("an absurd --trace-iterations was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "--trace-iterations: expected 1..999 (the simulated iterations, after a warm-up one), got 2147483647");
+  }
   // And the replay runs that many: a one-iteration point reports its single iteration.
   const auto plat = star_platform(1e9, 4);
   sim::TrainingPoint async;
