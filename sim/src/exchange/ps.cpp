@@ -207,20 +207,24 @@ class PsExchange final : public Exchange {
     const auto& point = replay_.point();
     if (!coarse || !point.ps_fold || point.data != DataMode::SYNTHETIC || nodes < 2) return;
     if (replay_.workers() != nodes * layout().workers_per_node) return;
+    const bool async = variant_ == Variant::ASYNC;
     for (int it = 0; it < replay_.iterations(); ++it)
       for (int r = 1; r < replay_.workers(); ++r)
-        if (variant_ == Variant::ASYNC ? replay_.factor(r, it) != replay_.factor(r, 0)
-                                       : replay_.factor(r, it) != replay_.factor(0, it))
+        if (async ? replay_.factor(r, it) != replay_.factor(r, 0) : replay_.factor(r, it) != replay_.factor(0, it))
           return;
+    // The used servers: the folds check routes against their hosts (a spread sample for the exact
+    // dedicated fold) and the load-scaled fold weighs links by one device's bytes to and from each.
+    std::vector<int> used;
+    for (int s = 0; s < servers_; ++s)
+      if (shard_bytes_[static_cast<std::size_t>(s)] > 0) used.push_back(s);
     // Flows a representative starts per iteration: a pull per used shard, a push per push group and server.
-    double rep_flows = 0;
-    for (double b : shard_bytes_) rep_flows += b > 0 ? 1 : 0;
+    double rep_flows = static_cast<double>(used.size());
     for (const auto& g : group_bytes_) rep_flows += static_cast<double>(std::count_if(g.begin(), g.end(), [](double b) { return b > 0; }));
     rep_flows *= layout().workers_per_node;
     // Asynchronous workers drift apart (their own paces, the order the servers serve them in), which a
-    // folded group in step cannot: about 2-9% less throughput (docs/simulation-training.md). So each is
-    // simulated while that stays under the flow budget, and folded only beyond it.
-    if (variant_ == Variant::ASYNC && nodes * rep_flows <= point.ps_fold_max_flows) return;
+    // folded group in step cannot: 1-3% less throughput with 32 paces or more (docs/simulation-training.md).
+    // So each is simulated while that stays under the flow budget, and folded only beyond it.
+    if (async && nodes * rep_flows <= point.ps_fold_max_flows) return;
     const auto& net = replay_.platform().network;
     int per_switch = 1;
     switch (net.topology) {
@@ -232,7 +236,6 @@ class PsExchange final : public Exchange {
     if (per_switch < 2 || nodes % per_switch != 0) return;
     // Asynchronous groups stay in step: keep enough of them to drift apart (async_min_groups), with
     // fewer nodes per group than a switch holds where needed (any of its nodes are alike).
-    const bool async = variant_ == Variant::ASYNC;
     if (async) {
       while (per_switch >= 2 && nodes / per_switch < async_min_groups()) {
         int d = per_switch / 2;
@@ -241,11 +244,6 @@ class PsExchange final : public Exchange {
       }
       if (per_switch < 2) return;
     }
-    // The used servers: the folds check routes against their hosts (a spread sample for the exact
-    // dedicated fold) and the load-scaled fold weighs links by one device's bytes to and from each.
-    std::vector<int> used;
-    for (int s = 0; s < servers_; ++s)
-      if (shard_bytes_[static_cast<std::size_t>(s)] > 0) used.push_back(s);
     std::vector<simgrid::s4u::Host*> refs;
     for (int s : used) refs.push_back(server_host(s));
     if (!dedicated()) {
