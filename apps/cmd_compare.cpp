@@ -47,8 +47,8 @@ void run(const CompareArgs& a) {
   const yaml::Origin origin{a.scenario};
   const YAML::Node node = yaml::load_file(a.scenario);
   if (!node.IsMap()) throw InputError(fmt::format("{}: a scenario must be a map of fields", a.scenario));
-  const auto points = scenarios::compare_points(node, platforms, origin);
-  scenarios::validate_points(points, origin);
+  auto points = scenarios::compare_points(node, platforms, origin);
+  scenarios::stamp_points(points, origin);
   scenarios::SweepOptions opt;
   opt.jobs = a.jobs;
   opt.out_dir = a.out.empty()

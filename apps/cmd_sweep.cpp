@@ -32,8 +32,8 @@ void run(const SweepArgs& a) {
   const YAML::Node node = yaml::load_file(a.scenario);
   if (!node.IsMap()) throw InputError(fmt::format("{}: a scenario must be a map of fields", a.scenario));
   const scenarios::SweepSpec spec = scenarios::parse_sweep(node["sweep"], origin);
-  const auto points = scenarios::expand_sweep(node, spec, origin);
-  scenarios::validate_points(points, origin);
+  auto points = scenarios::expand_sweep(node, spec, origin);
+  scenarios::stamp_points(points, origin);
   if (!a.dump_config.empty()) {
     const std::string yaml = scenarios::scenario_to_yaml(scenarios::parse_scenario_node(node, origin), node["sweep"]);
     if (a.dump_config == "-") {
@@ -62,9 +62,10 @@ void run(const SweepArgs& a) {
   for (const auto& p : points) parsed.push_back(scenarios::parse_scenario_node(p.node, origin));
   const auto config = scenarios::summarize_config(parsed);
   std::cout << scenarios::config_header(config);  // carries the coverage warning
-  std::cout << fmt::format("sweep {}: {} points ({} already done, {} run now{}, {} with errors) -> {}\n", a.scenario,
+  std::cout << fmt::format("sweep {}: {} points ({} already done, {} run now{}{}, {} with errors) -> {}\n", a.scenario,
                            s.total, s.skipped, s.ran, s.mpi_ranks > 1 ? fmt::format(" on {} MPI ranks", s.mpi_ranks) : "",
-                           s.failed, s.csv_path);
+                           s.stale > 0 ? fmt::format(", {} of them recorded from other inputs", s.stale) : "", s.failed,
+                           s.csv_path);
   if (s.interrupted)
     throw Failure(fmt::format("interrupted: finished points are kept in {}; run the same command again to finish",
                               s.jsonl_path));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/command.hpp"
+#include "common/build_id.hpp"
 #include "common/errors.hpp"
 #include "common/paths.hpp"
 #include "common/text.hpp"
@@ -45,7 +46,7 @@ std::string one_line(const char* message) { return dtsim::printable(message, MAX
 int main(int argc, char** argv) {
   CLI::App app{"dtsim: simulate and predict distributed deep-learning training", "dtsim"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "dtsim 0.1.0");
+  app.set_version_flag("--version", fmt::format("dtsim {}", dtsim::build_id()));
   app.footer(fmt::format("Data (platforms, devices, calibration, scenarios): {}\n"
                          "  found as $DTSIM_DATA_DIR if set, else <prefix>/share/dtsim beside an installed dtsim, "
                          "else the source tree it was built from.",

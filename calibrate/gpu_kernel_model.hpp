@@ -38,6 +38,8 @@ class GpuKernelModel {
   // The shipped model: <data_dir>/calibrate/data/gpu_kernels.json (or $DTSIM_GPU_KERNELS), loaded once;
   // an empty model when the file is absent.
   static const GpuKernelModel& builtin();
+  // The file builtin() reads: $DTSIM_GPU_KERNELS, else <data_dir>/calibrate/data/gpu_kernels.json.
+  static std::string builtin_path();
   // Loads a model file; InputError naming the file and the field on a malformed one.
   static GpuKernelModel load(const std::string& path);
 

@@ -17,4 +17,8 @@ std::string human_seconds(double seconds);
 // "1 worker", "2 workers": `count` and `noun`, with an 's' unless count is 1.
 std::string plural(long long count, std::string_view noun);
 
+// 64-bit FNV-1a of `text` as 16 hex digits: a stable content id (not a cryptographic hash) for sweep
+// points, their inputs and the calibration database's checksum.
+std::string fnv1a64_hex(std::string_view text);
+
 }  // namespace dtsim

@@ -67,8 +67,9 @@ HostFacts read_host_facts();
 
 class DeviceCatalog {
  public:
-  // The shipped catalog: <data_dir>/platforms/devices.yaml (loaded once).
+  // The shipped catalog: builtin_path(), <data_dir>/platforms/devices.yaml (loaded once).
   static const DeviceCatalog& builtin();
+  static std::string builtin_path();
   // Loads a catalog file; strict schema, InputError naming file, line and field.
   static DeviceCatalog load(const std::string& path);
   // Same, with the facts used to resolve a `resolve: host` entry (tests inject them).

@@ -37,6 +37,9 @@ struct SweepPoint {
   YAML::Node node;
   std::string key;  // "field=value;field=value" (axis order); "base" for a scenario without sweep
   std::string id;   // 16 hex digits: FNV-1a of the canonical text of the whole point node
+  // What the point's figures depend on beyond its node: the build and the files it reads (stamp_points);
+  // empty = not checked. A recorded point with other inputs is computed again on resume.
+  std::string inputs;
 };
 
 // Parses a `sweep:` map (strict: keys product, zip); InputError with file:line for bad shapes.
@@ -62,8 +65,11 @@ using PointFunction = std::function<PointOutcome(const SweepPoint& point, const 
 
 // The real point function: parse_scenario_node on the point node, then predict_scenario.
 PointOutcome predict_point(const SweepPoint& point, const yaml::Origin& origin);
-// Parses every point (without simulating) so that a bad field fails before anything runs.
-void validate_points(const std::vector<SweepPoint>& points, const yaml::Origin& origin);
+// Parses every point (without simulating) so that a bad field fails before anything runs, and sets
+// each point's `inputs`: FNV-1a of dtsim's build id (common/build_id.hpp) and the contents of the files
+// its prediction reads (platform file, model file, device catalog, calibration database, GPU kernel
+// table), so that a sweep resumed after any of them changed recomputes its points.
+void stamp_points(std::vector<SweepPoint>& points, const yaml::Origin& origin);
 
 struct SweepOptions {
   int jobs = 1;              // worker processes per rank (>= 1)
@@ -76,6 +82,7 @@ struct SweepOptions {
 struct SweepSummary {
   std::size_t total = 0;     // points in the sweep
   std::size_t skipped = 0;   // already in results.jsonl
+  std::size_t stale = 0;     // in results.jsonl from other inputs (another build, edited files): run again
   std::size_t ran = 0;       // finished in this run (on this rank, or all ranks on rank 0)
   std::size_t failed = 0;    // points whose record carries an error (whole sweep)
   bool interrupted = false;  // SIGINT/SIGTERM stopped the sweep; finished points are kept

@@ -84,18 +84,11 @@ json entry_to_json(const PassEntry& e) {
 // Content checksum: FNV-1a (64 bit) of the document's compact dump without the "checksum" field.
 // nlohmann keeps object keys sorted and prints doubles round-trip, so the dump of a parsed file is
 // the dump that was hashed when it was written: any edit of content changes it, formatting does not.
-constexpr std::uint64_t FNV_OFFSET = 14695981039346656037ULL;
-constexpr std::uint64_t FNV_PRIME = 1099511628211ULL;
 constexpr const char* CHECKSUM_FIELD = "checksum";
 
 std::string content_checksum(json doc) {
   doc.erase(CHECKSUM_FIELD);
-  std::uint64_t h = FNV_OFFSET;
-  for (const char c : doc.dump()) {
-    h ^= static_cast<unsigned char>(c);
-    h *= FNV_PRIME;
-  }
-  return fmt::format("fnv1a64:{:016x}", h);
+  return "fnv1a64:" + fnv1a64_hex(doc.dump());
 }
 
 // Exclusive advisory lock on "<db>.lock" for the life of the object: writers of one database

@@ -107,11 +107,14 @@ Precision precision_by_name(std::string_view name) {
 
 double element_bytes(Precision precision) { return precision == Precision::FP32 ? FP32_BYTES : FP16_BYTES; }
 
+std::string GpuKernelModel::builtin_path() {
+  if (const char* env = std::getenv("DTSIM_GPU_KERNELS"); env && *env) return env;
+  return (data_dir() / "calibrate" / "data" / "gpu_kernels.json").string();
+}
+
 const GpuKernelModel& GpuKernelModel::builtin() {
   static const GpuKernelModel model = [] {
-    std::string path;
-    if (const char* env = std::getenv("DTSIM_GPU_KERNELS"); env && *env) path = env;
-    else path = (data_dir() / "calibrate" / "data" / "gpu_kernels.json").string();
+    const std::string path = builtin_path();
     if (!std::filesystem::exists(path)) return GpuKernelModel{};
     return load(path);
   }();

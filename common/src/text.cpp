@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include <array>
 #include <cmath>
 
@@ -71,6 +73,17 @@ std::string human_seconds(double seconds) {
 
 std::string plural(long long count, std::string_view noun) {
   return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
+std::string fnv1a64_hex(std::string_view text) {
+  constexpr std::uint64_t FNV_OFFSET = 14695981039346656037ULL;
+  constexpr std::uint64_t FNV_PRIME = 1099511628211ULL;
+  std::uint64_t h = FNV_OFFSET;
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= FNV_PRIME;
+  }
+  return fmt::format("{:016x}", h);
 }
 
 }  // namespace dtsim

@@ -301,8 +301,10 @@ DeviceCatalog DeviceCatalog::load_impl(const std::string& path, const HostFacts*
 DeviceCatalog DeviceCatalog::load(const std::string& path) { return load_impl(path, nullptr); }
 DeviceCatalog DeviceCatalog::load(const std::string& path, const HostFacts& host) { return load_impl(path, &host); }
 
+std::string DeviceCatalog::builtin_path() { return (data_dir() / "platforms" / "devices.yaml").string(); }
+
 const DeviceCatalog& DeviceCatalog::builtin() {
-  static const DeviceCatalog catalog = load((data_dir() / "platforms" / "devices.yaml").string());
+  static const DeviceCatalog catalog = load(builtin_path());
   return catalog;
 }
 

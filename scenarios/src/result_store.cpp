@@ -211,12 +211,12 @@ std::size_t ResultStore::consolidate(bool final_order) {
   return failed;
 }
 
-std::set<std::string> ResultStore::done_ids(bool retry_failed) const {
-  std::set<std::string> ids;
+std::map<std::string, std::string> ResultStore::done(bool retry_failed) const {
+  std::map<std::string, std::string> out;
   bool clean = true;
-  for (const auto& j : read_records(jsonl_, clean))
-    if (j.value("status", "") == "ok" || !retry_failed) ids.insert(j.at("id").get<std::string>());
-  return ids;
+  for (const auto& j : read_records(jsonl_, clean))  // one record per id after consolidate
+    if (j.value("status", "") == "ok" || !retry_failed) out[j.at("id").get<std::string>()] = get_text(j, "inputs");
+  return out;
 }
 
 void ResultStore::append(const json& record, int rank) {
@@ -233,7 +233,9 @@ void ResultStore::append(const json& record, int rank) {
 json ResultStore::point_record(const SweepPoint& point) {
   json params = json::object();
   for (const auto& [f, v] : point.assignments) params[f] = v;
-  return json{{"index", point.index}, {"id", point.id}, {"key", point.key}, {"params", params}};
+  json rec{{"index", point.index}, {"id", point.id}, {"key", point.key}, {"params", params}};
+  if (!point.inputs.empty()) rec["inputs"] = point.inputs;
+  return rec;
 }
 
 }  // namespace dtsim::scenarios

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -30,8 +29,9 @@ class ResultStore {
   // Returns the number of points whose record carries an error.
   std::size_t consolidate(bool final_order);
 
-  // Ids of the recorded points (only the successful ones when `retry_failed`).
-  std::set<std::string> done_ids(bool retry_failed) const;
+  // The recorded points (only the successful ones when `retry_failed`): id -> the inputs they were
+  // computed from (SweepPoint::inputs; empty in a record written before inputs were stamped).
+  std::map<std::string, std::string> done(bool retry_failed) const;
 
   // Appends one finished point's record (with fsync) to results.jsonl, or to the part file of
   // `rank` (> 0); rank 0 also appends its CSV rows.

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/errors.hpp"
+#include "common/text.hpp"
 #include "scenarios/sweep.hpp"
 
 namespace dtsim::scenarios {
@@ -78,15 +79,6 @@ void emit_canonical(const YAML::Node& node, std::string& out) {
       return;
     }
   }
-}
-
-std::string fnv1a_hex(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return fmt::format("{:016x}", h);
 }
 
 std::vector<std::string> split_path(const std::string& field) {
@@ -196,7 +188,7 @@ std::vector<SweepPoint> expand_sweep(const YAML::Node& scenario, const SweepSpec
     }
     for (const auto& [f, v] : p.assignments) p.key += (p.key.empty() ? "" : ";") + f + "=" + v;
     if (p.key.empty()) p.key = "base";
-    p.id = fnv1a_hex(canonical_text(p.node));
+    p.id = fnv1a64_hex(canonical_text(p.node));
     points.push_back(std::move(p));
     // Odometer: the last dimension varies fastest.
     for (std::size_t k = sizes.size(); k-- > 0;) {

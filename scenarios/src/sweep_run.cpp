@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
+#include "common/text.hpp"
 #include "scenarios/src/mpi_split.hpp"
 #include "scenarios/src/progress.hpp"
 #include "scenarios/src/result_store.hpp"
@@ -68,11 +70,21 @@ SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin
   mpi.barrier();
 
   // The pending points, as every rank sees them after the consolidation; this rank's share.
-  const std::set<std::string> done_ids = store.done_ids(options.retry_failed);
+  // A point recorded from other inputs (another dtsim build, an edited platform, model or calibration
+  // file) is run again, so that one sweep's table never mixes two models' figures.
+  const std::map<std::string, std::string> done = store.done(options.retry_failed);
   std::vector<std::size_t> pending;
-  for (const auto& p : points)
-    if (done_ids.count(p.id) == 0) pending.push_back(p.index);
+  for (const auto& p : points) {
+    const auto it = done.find(p.id);
+    const bool stale = it != done.end() && !p.inputs.empty() && it->second != p.inputs;
+    if (it == done.end() || stale) pending.push_back(p.index);
+    summary.stale += stale ? 1 : 0;
+  }
   summary.skipped = points.size() - pending.size();
+  if (summary.stale > 0 && options.progress && mpi.rank() == 0)
+    std::cerr << fmt::format("sweep: {} recorded in {} came from other inputs (another dtsim build, or an "
+                             "edited platform, model or calibration file); computing them again\n",
+                             plural(static_cast<long long>(summary.stale), "point"), store.jsonl_path().string());
   std::vector<std::size_t> mine;
   for (std::size_t i = 0; i < pending.size(); ++i)
     if (static_cast<int>(i % static_cast<std::size_t>(mpi.size())) == mpi.rank()) mine.push_back(pending[i]);

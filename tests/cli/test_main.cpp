@@ -23,4 +23,10 @@ TEST_CASE("cli::main: --help and --version succeed", "[cli]") {
   const auto version = run_cli({"--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.out.find("0.1.0") != std::string::npos);
+  // The build id: the version and 12 hex digits of the sources' hash (cmake/build_id.cmake).
+  const auto at = version.out.find("0.1.0+src.");
+  REQUIRE(at != std::string::npos);
+  const std::string digest = version.out.substr(at + 10, 12);
+  CHECK(digest.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(digest.size() == 12);
 }

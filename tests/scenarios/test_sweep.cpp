@@ -189,6 +189,38 @@ TEST_CASE("scenarios::Sweep: a run writes one JSON line and CSV row per point, a
   fs::remove(log);
 }
 
+TEST_CASE("scenarios::Sweep: a recorded point whose inputs changed is run again; the others are kept") {
+  const fs::path dir = fresh_dir("inputs");
+  const fs::path log = dir.string() + ".log";
+  fs::remove(log);
+  auto pts = expand("sweep: {product: {workers: [1, 2, 4]}}");
+  for (auto& p : pts) p.inputs = "build-a";
+  auto s = run_sweep(pts, ORIGIN, options_for(dir), fake_point(log));
+  CHECK(s.ran == 3);
+  CHECK(s.stale == 0);
+  pts[1].inputs = "build-b";  // e.g. its platform file was edited, or another dtsim build resumes
+  s = run_sweep(pts, ORIGIN, options_for(dir), fake_point(log));
+  CHECK(s.skipped == 2);
+  CHECK(s.stale == 1);
+  CHECK(s.ran == 1);
+  CHECK(count_lines(log) == 4);
+  const auto recs = read_jsonl(dir / "results.jsonl");
+  REQUIRE(recs.size() == 3);  // one record per point: the new one replaced the stale one
+  CHECK(recs[1]["inputs"] == "build-b");
+  CHECK(recs[0]["inputs"] == "build-a");
+  // Records written before inputs were stamped (no "inputs") are stale too.
+  for (auto& p : pts) p.inputs.clear();
+  const fs::path old_dir = fresh_dir("inputs-old");
+  s = run_sweep(pts, ORIGIN, options_for(old_dir), fake_point(log));
+  for (auto& p : pts) p.inputs = "build-a";
+  s = run_sweep(pts, ORIGIN, options_for(old_dir), fake_point(log));
+  CHECK(s.stale == 3);
+  CHECK(s.ran == 3);
+  fs::remove_all(dir);
+  fs::remove_all(old_dir);
+  fs::remove(log);
+}
+
 TEST_CASE("scenarios::Sweep: failed points are recorded with their message and retried only on request") {
   const fs::path dir = fresh_dir("errors");
   const fs::path log = dir.string() + ".log";
