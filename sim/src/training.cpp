@@ -227,6 +227,17 @@ class Replay final : public ReplayServices {
     Callback waiting_input;
     double stall_start_s = 0;
   };
+  // A rank's measured window: its iterations after the warm-up one (the only one when one is
+  // simulated). Throughput, the iteration time, the breakdown and the resources all measure over it.
+  struct Window {
+    double from_s = 0, to_s = 0;
+    int iterations = 1;
+    double span_s() const { return to_s - from_s; }
+  };
+  Window measured_window(const RankState& rs) const {
+    if (iters_ == 1) return {0.0, rs.ends_s[0], 1};
+    return {rs.ends_s.front(), rs.ends_s.back(), iters_ - 1};
+  }
   struct Rank0Iter {
     std::vector<Interval> compute, comm, io;
     double io_stall_s = 0;
@@ -458,9 +469,8 @@ PointResult Replay::result() const {
   const double batch = profile_.batch;
   // Per-iteration time: steady state after the warm-up iteration.
   auto rank_rate = [&](const RankState& rs) {
-    if (iters_ == 1) return rs.ends_s[0] > 0 ? batch / rs.ends_s[0] : 0.0;
-    const double span = rs.ends_s.back() - rs.ends_s.front();
-    return span > 0 ? batch * (iters_ - 1) / span : 0.0;
+    const Window w = measured_window(rs);
+    return w.span_s() > 0 ? batch * w.iterations / w.span_s() : 0.0;
   };
   for (const auto& rs : ranks_)
     if (rs.ends_s.back() <= 0)
@@ -469,11 +479,12 @@ PointResult Replay::result() const {
   for (const auto& rs : ranks_) throughput += rank_rate(rs);
   res.throughput = throughput;
   const auto& r0 = ranks_[0];
-  res.iteration_time_s = iters_ == 1 ? r0.ends_s[0] : (r0.ends_s.back() - r0.ends_s.front()) / (iters_ - 1);
-  // Breakdown of rank 0's measured iterations (after the warm-up one), their mean: the same as the last
-  // one's in a synchronous steady state; asynchronous iterations differ from one to the next.
-  const int first = iters_ > 1 ? 1 : 0;
-  const double measured = iters_ - first;
+  const Window w0 = measured_window(r0);
+  res.iteration_time_s = w0.span_s() / w0.iterations;
+  // Breakdown of rank 0's measured iterations, their mean: the same as the last one's in a synchronous
+  // steady state; asynchronous iterations differ from one to the next.
+  const int first = iters_ - w0.iterations;
+  const double measured = w0.iterations;
   for (int it = first; it < iters_; ++it) {
     const double lo = it == 0 ? 0.0 : r0.ends_s[static_cast<std::size_t>(it - 1)];
     const double hi = r0.ends_s[static_cast<std::size_t>(it)];
@@ -520,10 +531,10 @@ PointResult Replay::result() const {
 
 std::vector<ResourceUse> Replay::measured_resources(double iteration_s) const {
   std::vector<ResourceUse> out;
-  // The window is rank 0's steady-state iterations (the one iteration when only one is simulated).
-  const auto& ends = ranks_[0].ends_s;
-  const double span_s = iters_ > 1 ? ends.back() - ends.front() : ends.back();
-  const double measured_iters = iters_ > 1 ? iters_ - 1 : 1;
+  // Over rank 0's measured window.
+  const Window w0 = measured_window(ranks_[0]);
+  const double span_s = w0.span_s();
+  const double measured_iters = w0.iterations;
   if (span_s <= 0) return out;
   for (std::size_t id = 0; id < link_bytes_hi_.size(); ++id) {
     const double bytes = link_bytes_hi_[id] - (id < link_bytes_lo_.size() ? link_bytes_lo_[id] : 0.0);
