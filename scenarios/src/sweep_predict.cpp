@@ -2,6 +2,7 @@
 // the stamp of what each point's figures depend on, so that a resumed sweep recomputes stale points.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +12,7 @@
 #include "common/build_id.hpp"
 #include "common/errors.hpp"
 #include "common/text.hpp"
+#include "models/zoo.hpp"
 #include "platforms/device.hpp"
 #include "platforms/platform.hpp"
 #include "scenarios/config.hpp"
@@ -60,11 +62,13 @@ void stamp_points(std::vector<SweepPoint>& points, const yaml::Origin& origin) {
   const std::string common = fmt::format("build {}\ndevices {}\ngpu-kernels {}\n", build_id(),
                                          content(platforms::DeviceCatalog::builtin_path()),
                                          content(calibrate::GpuKernelModel::builtin_path()));
+  const std::vector<std::string> zoo_names = models::zoo_names();
   for (auto& p : points) {
     const Scenario s = parse_point(p, origin);
     std::error_code ec;
-    // A zoo model is code (the build id); a model file is its content.
-    const std::string model = std::filesystem::is_regular_file(s.model, ec) ? content(s.model) : "zoo " + s.model;
+    // A zoo model is code (the build id); a model file is its content (models::load_model's order).
+    const bool zoo = std::find(zoo_names.begin(), zoo_names.end(), s.model) != zoo_names.end();
+    const std::string model = !zoo && std::filesystem::is_regular_file(s.model, ec) ? content(s.model) : "zoo " + s.model;
     std::string platform;
     try {
       platform = content(platforms::platform_path(s.platform));
