@@ -308,3 +308,27 @@ TEST_CASE("sim::PsExchange: workers with their own compute variation are not fol
   jitter_plain.ps_fold = false;
   CHECK(sim::simulate_training(plat, prof, jitter).flows == sim::simulate_training(plat, prof, jitter_plain).flows);
 }
+
+TEST_CASE("sim::PsExchange: beyond 128 asynchronous workers fold even under the flow budget", "[sim][ps]") {
+  // One server: 192 workers (48 four-GPU nodes) start far fewer flows per iteration than the budget,
+  // but their flows queue at the server, so every event re-solves nearly all of them (the cost grows
+  // with the square of the workers: ASYNC_MAX_UNFOLDED_WORKERS in ps.cpp). 128 workers stay unfolded.
+  const auto prof = profile(12);
+  const auto plat = dragonfly(4);
+  for (const int workers : {128, 192}) {
+    auto p = dedicated("ps-async", workers, 1, sim::CommMode::COARSE, true);
+    p.ps_fold_max_flows = sim::PS_FOLD_MAX_FLOWS;
+    auto plain = p;
+    plain.ps_fold = false;
+    const auto folded_r = sim::simulate_training(plat, prof, p);
+    const auto plain_r = sim::simulate_training(plat, prof, plain);
+    INFO(workers << " workers");
+    if (workers == 128) {
+      CHECK(folded_r.flows == plain_r.flows);
+      continue;
+    }
+    CHECK(folded_r.flows * 4 == plain_r.flows);  // one representative node per 4-node router
+    CHECK(folded_r.throughput == Approx(plain_r.throughput).epsilon(0.03));
+    CHECK(folded_r.inter_node_bytes == Approx(plain_r.inter_node_bytes).epsilon(1e-9));
+  }
+}

@@ -42,6 +42,13 @@ constexpr int COARSE_PUSH_GROUPS = 8;
 // paces -12.2%, +0.5%, -0.7%, -1.6%; Piz Daint 128 and 256 x 64 with 32 and 64 paces -2.9%, -1.1%.
 constexpr int ASYNC_MIN_PACES = 32;
 
+// Asynchronous workers are also folded beyond this many, whatever their flows per iteration: with few
+// servers their flows queue at the servers, so many are in flight at every event and the cost grows
+// with the square of the workers (Piz Daint ResNet-50, 6 iterations, every worker simulated: 256 x 1
+// 5.5 s, 512 x 1 26 s, 1,024 x 1 past 90 s; 256 x 4 35 s, 512 x 4 309 s), while folded they took
+// 0.6-11 s at -0.2% (256 x 1), -1.4% (256 x 4), 0.0% (512 x 1) and -1.7% (512 x 4) throughput.
+constexpr int ASYNC_MAX_UNFOLDED_WORKERS = 128;
+
 class PsExchange final : public Exchange {
  public:
   PsExchange(ReplayServices& replay, const Strategy& strategy) : Exchange(replay) {
@@ -223,8 +230,10 @@ class PsExchange final : public Exchange {
     rep_flows *= layout().workers_per_node;
     // Asynchronous workers drift apart (their own paces, the order the servers serve them in), which a
     // folded group in step cannot: 1-3% less throughput with 32 paces or more (docs/simulation-training.md).
-    // So each is simulated while that stays under the flow budget, and folded only beyond it.
-    if (async && nodes * rep_flows <= point.ps_fold_max_flows) return;
+    // So each is simulated while that stays under the flow budget and ASYNC_MAX_UNFOLDED_WORKERS, and
+    // folded only beyond them.
+    if (async && nodes * rep_flows <= point.ps_fold_max_flows && replay_.workers() <= ASYNC_MAX_UNFOLDED_WORKERS)
+      return;
     const auto& net = replay_.platform().network;
     int per_switch = 1;
     switch (net.topology) {
