@@ -170,7 +170,9 @@ std::size_t ResultStore::consolidate(bool final_order) {
       had_parts = true;
     }
   }
-  // One record per id; a successful record wins over an error record.
+  // One record per id: a later record from other inputs (SweepPoint::inputs: a stale point computed
+  // again) replaces the earlier one whatever its status; from the same inputs, a successful record wins
+  // over an error record.
   std::map<std::string, json> by_id;
   std::vector<std::string> order;
   for (auto& j : recs) {
@@ -179,7 +181,8 @@ std::size_t ResultStore::consolidate(bool final_order) {
     if (it == by_id.end()) {
       order.push_back(id);
       by_id.emplace(id, std::move(j));
-    } else if (j.value("status", "") == "ok" || it->second.value("status", "") != "ok") {
+    } else if (get_text(j, "inputs") != get_text(it->second, "inputs") || j.value("status", "") == "ok" ||
+               it->second.value("status", "") != "ok") {
       it->second = std::move(j);
     } else {
       clean = false;

@@ -208,6 +208,18 @@ TEST_CASE("scenarios::Sweep: a recorded point whose inputs changed is run again;
   REQUIRE(recs.size() == 3);  // one record per point: the new one replaced the stale one
   CHECK(recs[1]["inputs"] == "build-b");
   CHECK(recs[0]["inputs"] == "build-a");
+  // A stale point that now fails shows its error, not the old figures.
+  pts[2].inputs = "build-c";
+  const PointFunction failing = [](const SweepPoint&, const dtsim::yaml::Origin&) -> PointOutcome {
+    throw dtsim::InputError("the edited platform file is invalid");
+  };
+  s = run_sweep(pts, ORIGIN, options_for(dir), failing);
+  CHECK(s.stale == 1);
+  CHECK(s.failed == 1);
+  const auto after = read_jsonl(dir / "results.jsonl");
+  REQUIRE(after.size() == 3);
+  CHECK(after[2]["status"] == "error");
+  CHECK(after[2]["inputs"] == "build-c");
   // Records written before inputs were stamped (no "inputs") are stale too.
   for (auto& p : pts) p.inputs.clear();
   const fs::path old_dir = fresh_dir("inputs-old");
