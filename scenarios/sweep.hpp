@@ -65,10 +65,11 @@ using PointFunction = std::function<PointOutcome(const SweepPoint& point, const 
 
 // The real point function: parse_scenario_node on the point node, then predict_scenario.
 PointOutcome predict_point(const SweepPoint& point, const yaml::Origin& origin);
-// Parses every point (without simulating) so that a bad field fails before anything runs, and sets
-// each point's `inputs`: FNV-1a of dtsim's build id (common/build_id.hpp) and the contents of the files
-// its prediction reads (platform file, model file, device catalog, calibration database, GPU kernel
-// table), so that a sweep resumed after any of them changed recomputes its points.
+// Parses every point (without simulating) so that a bad field fails before anything runs.
+void validate_points(const std::vector<SweepPoint>& points, const yaml::Origin& origin);
+// The same, and sets each point's `inputs`: FNV-1a of dtsim's build id (common/build_id.hpp) and the
+// contents of the files its prediction reads (platform file, model file, device catalog, calibration
+// database, GPU kernel table), so that a sweep resumed after any of them changed recomputes its points.
 void stamp_points(std::vector<SweepPoint>& points, const yaml::Origin& origin);
 
 struct SweepOptions {

@@ -44,6 +44,10 @@ PointOutcome predict_point(const SweepPoint& point, const yaml::Origin& origin) 
   return outcome;
 }
 
+void validate_points(const std::vector<SweepPoint>& points, const yaml::Origin& origin) {
+  for (const auto& p : points) (void)parse_point(p, origin);
+}
+
 void stamp_points(std::vector<SweepPoint>& points, const yaml::Origin& origin) {
   // Each file's content hash, read once however many points name it.
   std::map<std::string, std::string> file_hash;
