@@ -154,6 +154,10 @@ struct TrainingPoint {
   Variability variability;
   CommMode comm_mode = CommMode::AUTO;
   bool ps_fold = true;                       // coarse PS with dedicated servers: fold each switch's nodes (exact)
+  // Coarse PS, colocated servers, one device per node: each server node's device gets a NIC of its own
+  // and its switch link twice the bandwidth ("Split roles", docs/simulation-training.md), so that every
+  // switch folds as with dedicated servers.
+  bool ps_split_roles = true;
   double ps_fold_max_flows = PS_FOLD_MAX_FLOWS;  // above: fold groups of switches, load-scaled (approximate)
   bool ps_latency_bound_bypass = true;       // PS: messages within the route's bandwidth-delay product skip the solver
   // PS: seconds a server's CPU takes to apply one byte of a worker's gradient to its variables (the

@@ -109,7 +109,9 @@ struct NodeBuilder {
     zone->add_route(b, a, nullptr, nullptr, resolve(route, true), false);
   }
 
-  std::pair<NetPoint*, NetPoint*> build(s4u::NetZone* parent, int node, bool dedicated) {
+  // own_server_nic: the node's parameter server (its node host) keeps the NIC and its devices reach
+  // the gateway through a NIC of their own ("Split roles", docs/simulation-training.md).
+  std::pair<NetPoint*, NetPoint*> build(s4u::NetZone* parent, int node, bool dedicated, bool own_server_nic) {
     const std::string tag = fmt::format("node{}", node);
     auto* zone = s4u::create_full_zone(tag);
     zone->set_parent(parent);
@@ -122,6 +124,19 @@ struct NodeBuilder {
     s4u::Link* nic = duplex(zone, tag + "-nic", p.network.link_bandwidth_Bps * std::max(1, p.node.nics),
                             p.network.per_message_overhead_s / 2);
     add_both(zone, node_host->get_netpoint(), gw, {LinkInRoute(nic, Dir::UP)});
+    s4u::Link* device_nic = own_server_nic && gpus > 0
+                                ? duplex(zone, tag + "-nic-dev", p.network.link_bandwidth_Bps * std::max(1, p.node.nics),
+                                         p.network.per_message_overhead_s / 2)
+                                : nic;
+    // The server's network end (split nodes): reached from the node's own devices through both NICs, as
+    // a folded representative's flows for the node's other members reach it (World::split_server_host).
+    s4u::Host* server_end = nullptr;
+    if (device_nic != nic) {
+      server_end = zone->create_host(tag + "-srv", NOMINAL_HOST_SPEED_FLOPS);
+      add_both(zone, server_end->get_netpoint(), gw, {LinkInRoute(nic, Dir::UP)});
+      out->split_server_hosts.resize(static_cast<std::size_t>(node) + 1, nullptr);
+      out->split_server_hosts[static_cast<std::size_t>(node)] = server_end;
+    }
 
     // Devices and their path to the CPU side.
     std::vector<s4u::Host*> devs;
@@ -166,8 +181,12 @@ struct NodeBuilder {
       // process-to-process memory-copy link.
       auto via_nic = (pcie || nvlink) ? to_cpu[g] : std::vector<LinkInRoute>{};
       if (nic_host != nullptr) via_nic.emplace_back(nic_host);
-      via_nic.emplace_back(nic, Dir::UP);
+      via_nic.emplace_back(device_nic, Dir::UP);
       add_both(zone, devs[g]->get_netpoint(), gw, via_nic);
+      if (server_end != nullptr) {  // out through the devices' NIC, back in through the server's
+        via_nic.emplace_back(nic, Dir::DOWN);
+        add_both(zone, devs[g]->get_netpoint(), server_end->get_netpoint(), via_nic);
+      }
     }
     auto reversed_down = [](std::vector<LinkInRoute> up) {
       std::vector<LinkInRoute> down;
@@ -392,6 +411,7 @@ LinkRole describe_link(const std::string& name) {
       const std::string part = base.substr(end + 1);
       const std::string where = fmt::format("node {} ", node);
       if (part == "nic") return {"nic", node, where + (up ? "NIC (sending)" : "NIC (receiving)")};
+      if (part == "nic-dev") return {"nic", node, where + (up ? "devices' NIC (sending)" : "devices' NIC (receiving)")};
       if (part == "nic-host")
         return {"host-staging", node, where + "host memory between GPUs and NIC (no GPUDirect RDMA)"};
       if (part == "ssd") return {"storage", node, where + "SSD"};
@@ -440,6 +460,35 @@ void configure_network_model(const platforms::Platform& /*p*/) {
   s4u::Engine::set_config("network/TCP-gamma:0");
 }
 
+namespace {
+// A split node's link to its switch (the topology's, e.g. SimGrid's dragonfly router-to-node link) is
+// shared by its two roles: given twice its bandwidth, neither role's traffic is limited by the
+// other's there, each being bounded by its own NIC. Found as the first link outside the node's zone
+// on its route to another node (its switch side), and the last one on the way back.
+void widen_split_nodes(BuiltPlatform& out, const Layout& layout) {
+  const int split = std::min(layout.server_nic_nodes, layout.nodes);
+  if (split < 1 || out.node_hosts.size() < 2) return;
+  out.split_switch_links.assign(static_cast<std::size_t>(split), {});
+  for (int node = 0; node < split; ++node) {
+    s4u::Host* self = out.node_hosts[static_cast<std::size_t>(node)];
+    s4u::Host* other = out.node_hosts[static_cast<std::size_t>((node + 1) % out.node_hosts.size())];
+    const std::string own_prefix = fmt::format("node{}-", node);
+    const auto outside = [&own_prefix](const s4u::Link* l) { return !l->get_name().starts_with(own_prefix); };
+    std::vector<s4u::Link*> there, back;
+    self->route_to(other, there, nullptr);
+    other->route_to(self, back, nullptr);
+    const auto up = std::find_if(there.begin(), there.end(), outside);
+    const auto down = std::find_if(back.rbegin(), back.rend(), outside);
+    if (up == there.end() || down == back.rend())
+      throw Failure(fmt::format("split node {}: no link to its switch found (internal error)", node));
+    for (s4u::Link* l : {*up, *down}) {
+      l->set_bandwidth(2 * l->get_bandwidth());
+      out.split_switch_links[static_cast<std::size_t>(node)].push_back(l);
+    }
+  }
+}
+}  // namespace
+
 BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout) {
   BuiltPlatform out;
   out.workers_per_node = layout.workers_per_node;
@@ -447,13 +496,14 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
   out.dedicated_nodes = layout.dedicated_ps_nodes;
   const int total_nodes = layout.nodes + layout.dedicated_ps_nodes;
   NodeBuilder nb{p, layout.workers_per_node, nullptr, &out, {}};
+  const auto split = [&layout](int node) { return node < layout.nodes && node < layout.server_nic_nodes; };
   const auto& n = p.network;
   const double port_Bps = n.link_bandwidth_Bps;
   // Unused leaves of a fixed topology hold a bare host.
   auto leaf = [&](s4u::NetZone* zone, const std::vector<unsigned long>& /*coord*/,
                   unsigned long id) -> std::pair<NetPoint*, NetPoint*> {
     if (static_cast<long>(id) < total_nodes)
-      return nb.build(zone, static_cast<int>(id), static_cast<int>(id) >= layout.nodes);
+      return nb.build(zone, static_cast<int>(id), static_cast<int>(id) >= layout.nodes, split(static_cast<int>(id)));
     return {zone->create_host(fmt::format("spare{}", id), NOMINAL_HOST_SPEED_FLOPS)->get_netpoint(), nullptr};
   };
 
@@ -468,7 +518,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       if (n.backbone_bandwidth_Bps > 0)
         backbone = root->create_link("backbone", n.backbone_bandwidth_Bps)->set_latency(0);
       for (int i = 0; i < total_nodes; ++i) {
-        auto [np, gw] = nb.build(root, i, i >= layout.nodes);
+        auto [np, gw] = nb.build(root, i, i >= layout.nodes, split(i));
         auto* port = root->create_split_duplex_link(fmt::format("port{}", i), port_Bps * std::max(1, p.node.nics))
                          ->set_latency(n.latency_s);
         std::vector<LinkInRoute> links{LinkInRoute(port, Dir::UP)};
@@ -518,6 +568,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
     }
   }
   root->seal();
+  widen_split_nodes(out, layout);
   return out;
 }
 

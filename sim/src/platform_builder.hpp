@@ -8,6 +8,7 @@
 
 namespace simgrid::s4u {
 class Host;
+class Link;
 }
 
 namespace dtsim::sim {
@@ -22,6 +23,10 @@ struct BuiltPlatform {
   int workers_per_node = 1;
   int nodes = 1;           // worker nodes
   int dedicated_nodes = 0; // parameter-server nodes after the worker nodes
+  // Split nodes (Layout::server_nic_nodes): node -> its link to its switch, both directions (widened),
+  // and its server's network end (World::split_server_host).
+  std::vector<std::vector<simgrid::s4u::Link*>> split_switch_links;
+  std::vector<simgrid::s4u::Host*> split_server_hosts;
 };
 
 // Nominal host speed in flop/s. Compute is given to the World in seconds (calibrated elsewhere), so

@@ -137,24 +137,27 @@ class Replay final : public ReplayServices {
     compute_named(r, it, seconds, what, {}, std::move(done));
   }
 
-  // One flow; counts bytes by node boundary. src_node/dst_node: -1 for storage.
+  // One flow; counts bytes by node boundary. src_node/dst_node: -1 for storage. A split node's server
+  // end (World::split_server_host) is reached through the network even from its own node.
   void transfer(simgrid::s4u::Host* src, int src_node, simgrid::s4u::Host* dst, int dst_node, double bytes,
-                Callback done) override {
+                Callback done, double nodes = 0) override {
     if (bytes <= 0) {
       world_.after(0, std::move(done));  // never re-enter the caller synchronously
       return;
     }
     ++activities_;
+    const bool through_nics = src_node >= 0 && src_node == dst_node &&
+                              (src == world_.split_server_host(src_node) || dst == world_.split_server_host(dst_node));
     if (src_node < 0) {
       nic_in_B_[static_cast<std::size_t>(dst_node)] += bytes;  // input data: not exchange traffic
-    } else if (src_node != dst_node) {
+    } else if (src_node != dst_node || through_nics) {
       inter_node_B_ += bytes;
       nic_out_B_[static_cast<std::size_t>(src_node)] += bytes;
       if (dst_node >= 0) nic_in_B_[static_cast<std::size_t>(dst_node)] += bytes;
     } else {
       intra_node_B_ += bytes;
     }
-    world_.transfer(src, dst, bytes, std::move(done));
+    world_.transfer(src, dst, bytes, std::move(done), nodes);
   }
 
   void count_collective_bytes(double inter_node_B, double intra_node_B) override {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/errors.hpp"
+#include "sim/src/exchange/exchange.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -100,6 +101,7 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
     throw InputError(fmt::format("variability.straggler_probability: expected 0..1, got {}", v.straggler_probability));
   if (!(v.straggler_slowdown >= 1 && v.straggler_slowdown <= MAX_SLOWDOWN))
     throw InputError(fmt::format("variability.straggler_slowdown: expected 1..{}, got {}", MAX_SLOWDOWN, v.straggler_slowdown));
+  if (ps) layout.server_nic_nodes = ps_split_server_nodes(platform, point, layout);
   return layout;
 }
 

@@ -34,6 +34,10 @@ FlowTransports::FlowTransports(const platforms::Platform& p, const BuiltPlatform
     places_[built.workers[r]] = {static_cast<int>(r) / per_node, gpus,
                                  gpus ? p.node.gpu_socket(static_cast<int>(r) % per_node) : 0};
   for (size_t n = 0; n < built.node_hosts.size(); ++n) places_[built.node_hosts[n]] = {static_cast<int>(n), false};
+  // A split node's server end is reached over the network even from its own devices: a place of its own.
+  for (size_t n = 0; n < built.split_server_hosts.size(); ++n)
+    if (built.split_server_hosts[n] != nullptr)
+      places_[built.split_server_hosts[n]] = {static_cast<int>(built.node_hosts.size() + n), false};
   for (size_t n = 0; n < built.storage_hosts.size(); ++n)
     if (built.storage_hosts[n] != nullptr) places_[built.storage_hosts[n]] = {static_cast<int>(n), false};
 }

@@ -320,6 +320,11 @@ s4u::Host* World::worker_host(int rank) const {
   if (rank < 0 || rank >= workers()) throw Failure(fmt::format("World::worker_host: rank {} out of range", rank));
   return impl_->built.workers[rank];
 }
+s4u::Host* World::split_server_host(int node) const {
+  const auto& hosts = impl_->built.split_server_hosts;
+  return node >= 0 && static_cast<std::size_t>(node) < hosts.size() ? hosts[static_cast<std::size_t>(node)] : nullptr;
+}
+
 s4u::Host* World::node_host(int node) const {
   if (node < 0 || node >= static_cast<int>(impl_->built.node_hosts.size()))
     throw Failure(fmt::format("World::node_host: node {} out of range", node));
@@ -429,7 +434,7 @@ void World::stop_load(std::int64_t handle) {
   impl_->reschedule(host);
 }
 
-void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function<void()> done) {
+void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function<void()> done, double nodes) {
   if (!(std::isfinite(bytes) && bytes >= 0 && bytes < 1e18))
     throw Failure(fmt::format("World::transfer: bad size {} bytes", bytes));
   if (src == dst) {  // same host: a memory hand-over, no network
@@ -446,6 +451,7 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   const std::vector<int>* links = impl_->meter.route(src, dst);
   double fold = 1;
   for (int id : *links) fold = std::max(fold, impl_->meter.fold[static_cast<std::size_t>(id)]);
+  if (nodes > 0) fold = std::min(fold, nodes);
   const double start_delay_s = message_latency_s(src, dst, bytes / fold);
   if (impl_->latency_bound_bypass) {
     // A message no larger than its route's bandwidth-delay product (the wire's latency x its slowest
@@ -534,6 +540,10 @@ int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::ve
     if (a != b) a->route_to(b, path, nullptr);
     return path;
   };
+  // A ref on the node itself (the colocated server of a split node, Layout::server_nic_nodes) is
+  // reached inside the node: its own device's flows to it stay off the network, the representative's
+  // for the others cross it (a 1 / refs error in those nodes' routes, docs/simulation-training.md).
+  const auto on_node = [this](s4u::Host* ref, int node) { return ref == node_host(node); };
   // Same length, and where the first node's route and a member's differ, neither link is on the
   // other's route: the first node's link there is its own (scaled below); every other link is shared.
   std::unordered_set<s4u::Link*> own, all_own;
@@ -553,10 +563,12 @@ int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::ve
     for (int j = 0; j < per_node; ++j)
       for (std::size_t i = 1; i < k; ++i) {
         const int m = group[i];
-        for (s4u::Host* ref : refs)
+        for (s4u::Host* ref : refs) {
+          if (on_node(ref, rep) || on_node(ref, m)) continue;  // local to one of them (split node's server)
           if (!alike(route(device(rep, j), ref), route(device(m, j), ref)) ||
               !alike(route(ref, device(rep, j)), route(ref, device(m, j))))
             return 1;
+        }
         if (j > 0 && !(alike(route(device(rep, j), device(rep, 0)), route(device(m, j), device(m, 0))) &&
                        alike(route(device(rep, 0), device(rep, j)), route(device(m, 0), device(m, j)))))
           return 1;
@@ -636,10 +648,15 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
   // A link within ALIKE_SCALE_TOLERANCE of 1 or k is used alike but for a few nodes' flows (e.g. a
   // dragonfly link into a chassis that all other groups' traffic crosses, and one router's own).
   constexpr double PARTIAL_LINK_MAX_BUSY = 0.5, ALIKE_SCALE_TOLERANCE = 0.05;
+  // A split node's switch link (Layout::server_nic_nodes) is as wide as its two NICs together, so it
+  // never limits either role: left out of the check and of the scaling below; a representative's own
+  // is scaled by k like its NIC, so that its k devices' flows and its server's still fit.
+  std::unordered_set<s4u::Link*> widened;
+  for (const auto& links : impl_->built.split_switch_links) widened.insert(links.begin(), links.end());
   double busiest_s = 0, partial_s = 0;
   for (const auto& [l, bytes] : demand_B) busiest_s = std::max(busiest_s, bytes / l->get_bandwidth());
   for (const auto& [l, real] : n_real) {
-    if (users[l] == 1) continue;  // one node's own link: each member's is like the representative's
+    if (users[l] == 1 || widened.contains(l)) continue;  // one node's own link: each member's is like the representative's
     const auto it = n_fold.find(l);
     const double scale = it == n_fold.end() ? 0.0 : it->second / real;  // 0: no representative uses it
     if (std::abs(scale - 1) > ALIKE_SCALE_TOLERANCE && std::abs(scale / static_cast<double>(k) - 1) > ALIKE_SCALE_TOLERANCE)
@@ -648,8 +665,12 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
   if (partial_s > PARTIAL_LINK_MAX_BUSY * busiest_s) return 1;
   for (const auto& [l, folded] : n_fold) {
     const double scale = folded / n_real.at(l);  // a first node's flows are counted in n_real too
-    if (scale != 1) scale_link(l, scale);
+    if (scale != 1 && !widened.contains(l)) scale_link(l, scale);
   }
+  const auto& split = impl_->built.split_switch_links;
+  for (const auto& group : groups)
+    if (static_cast<std::size_t>(group[0]) < split.size())
+      for (s4u::Link* l : split[static_cast<std::size_t>(group[0])]) scale_link(l, static_cast<double>(k));
   return static_cast<int>(k);
 }
 

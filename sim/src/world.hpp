@@ -23,6 +23,10 @@ struct Layout {
   int nodes = 1;
   int workers_per_node = 1;
   int dedicated_ps_nodes = 0;  // extra nodes holding parameter servers (PsPlacement::DEDICATED)
+  // The first this many worker nodes host a colocated parameter server that keeps the node's NIC while
+  // the node's devices get one of their own, and their link to the switch is twice as wide ("Split
+  // roles", docs/simulation-training.md): what lets their workers fold like any other.
+  int server_nic_nodes = 0;
 };
 
 class World {
@@ -39,6 +43,10 @@ class World {
   simgrid::s4u::Host* worker_host(int rank) const;     // rank order is node-major
   simgrid::s4u::Host* node_host(int node) const;       // the node's CPU/NIC-side host (servers, I/O)
   simgrid::s4u::Host* dedicated_ps_host(int i) const;
+  // A split node's (Layout::server_nic_nodes) server as reached over the network from the node's own
+  // devices: out through their NIC and in through the server's, where node_host is reached inside the
+  // node. nullptr for other nodes.
+  simgrid::s4u::Host* split_server_host(int node) const;
   simgrid::s4u::Host* storage_host() const;            // node 0's storage end; nullptr when storage is NONE
   // The storage end serving `node`: its local SSD, or its client side of the shared parallel file
   // system (one shared link of the PFS aggregate bandwidth); nullptr when the platform has no storage.
@@ -106,8 +114,11 @@ class World {
   // of one fold the plain fold is already exact (docs/simulation-training.md, "Folded workers").
   void set_weighted_folds(bool on);
   std::int64_t latency_bound_flows() const;  // transfers that took that path
-  // Any host to host: one flow of `bytes`, then done (latency and sharing by SimGrid).
-  void transfer(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes, std::function<void()> done);
+  // Any host to host: one flow of `bytes`, then done (latency and sharing by SimGrid). `nodes`: the
+  // nodes' flows it stands for, where fewer than its route's fold (a representative's flow that one
+  // member does not take part in); 0: the route's fold.
+  void transfer(simgrid::s4u::Host* src, simgrid::s4u::Host* dst, double bytes, std::function<void()> done,
+                double nodes = 0);
   // Holds `share` (0..1) of `rank`'s device until stop_load: a computation running meanwhile gets the
   // rest (max-min sharing of the device, the load bounded at its share). Returns a handle for stop_load.
   std::int64_t start_load(int rank, double share);

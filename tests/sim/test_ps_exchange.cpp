@@ -149,14 +149,17 @@ sim::TrainingPoint dedicated(const std::string& strategy, int workers, int serve
   return p;
 }
 
-// A coarse point with colocated servers, simulated folded and with folding off.
+// A coarse point with colocated servers, simulated folded and with folding off. Split roles (one-device
+// nodes) only where asked: without them the switches holding a server stay unfolded.
 struct FoldedAndPlain {
   sim::PointResult folded, plain;
 };
 FoldedAndPlain colocated_folded_and_plain(const platforms::Platform& plat, const calibrate::ComputeProfile& prof,
-                                          const std::string& strategy, int workers, int servers) {
+                                          const std::string& strategy, int workers, int servers,
+                                          bool split_roles = false) {
   auto colocated = dedicated(strategy, workers, servers, sim::CommMode::COARSE, true);
   colocated.ps_placement = sim::PsPlacement::COLOCATED;
+  colocated.ps_split_roles = split_roles;
   auto plain = colocated;
   plain.ps_fold = false;
   return {sim::simulate_training(plat, prof, colocated), sim::simulate_training(plat, prof, plain)};
@@ -250,6 +253,24 @@ TEST_CASE("sim::PsExchange: colocated servers: the switches without one are fold
     CHECK(folded_r.inter_node_bytes == Approx(plain_r.inter_node_bytes).epsilon(1e-9));
     CHECK(folded_r.flows < plain_r.flows * 3 / 4);
   }
+}
+
+TEST_CASE("sim::PsExchange: colocated servers on one-device nodes split roles and fold every switch", "[sim][ps]") {
+  // 16 servers on nodes 0-15 (routers 0-3). With split roles each of those nodes' devices has a NIC of
+  // its own and the node's router link is twice as wide: every router folds onto one node, as with
+  // dedicated servers. Against every worker simulated, with roles split and not; the fold's one
+  // approximation is a member's flows to the server on its own node, which its representative sends
+  // across the router (1 in 16 of its flows).
+  const auto prof = profile(48);
+  const auto plat = dragonfly(1);
+  const auto [split_folded, split_plain] = colocated_folded_and_plain(plat, prof, "ps", 64, 16, true);
+  const auto [partly_folded, shared_plain] = colocated_folded_and_plain(plat, prof, "ps", 64, 16, false);
+  CHECK(split_folded.flows * 4 == split_plain.flows);  // one node in four sends flows
+  CHECK(split_folded.flows < partly_folded.flows);     // the servers' routers fold too
+  CHECK(split_plain.throughput == Approx(shared_plain.throughput).epsilon(0.01));
+  CHECK(split_folded.throughput == Approx(split_plain.throughput).epsilon(0.01));
+  CHECK(split_folded.throughput == Approx(shared_plain.throughput).epsilon(0.01));
+  CHECK(split_folded.inter_node_bytes == Approx(split_plain.inter_node_bytes).epsilon(0.07));
 }
 
 TEST_CASE("sim::PsExchange: colocated servers left empty do not keep their switches unfolded", "[sim][ps]") {

@@ -2,6 +2,7 @@
 // ring allreduce against its closed form. Each simulation runs in a child process (one engine each).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Link.hpp>
@@ -390,7 +391,27 @@ TEST_CASE("sim::World: recorded usage changes give each link's rate over time", 
   CHECK(changes_ok == 1.0);
 }
 
+TEST_CASE("sim::World: a split node's server and devices send through NICs of their own", "[sim]") {
+  // Node 0's server (its node host) sends 1 GB to node 1's device while node 0's device sends 1 GB to
+  // node 2's: through one shared 1 GB/s NIC both take 2 s; split, each has its NIC and the node's
+  // switch port is twice as wide, so both end at 1 s.
+  auto p = test_platforms::uniform_star(3, 1e9, 0);
+  const auto last_end = [&p](int split_nodes) {
+    return in_world(p, {3, 1, 0, split_nodes}, [](World& w) {
+      double end = 0;
+      w.transfer(w.node_host(0), w.worker_host(1), 1e9, [&]() { end = std::max(end, w.now()); });
+      w.transfer(w.worker_host(0), w.worker_host(2), 1e9, [&]() { end = std::max(end, w.now()); });
+      w.run();
+      return end;
+    });
+  };
+  CHECK(last_end(0) == Approx(2.0).epsilon(1e-6));
+  CHECK(last_end(1) == Approx(1.0).epsilon(1e-6));
+}
+
 TEST_CASE("sim::describe_link: names the builder's links in words", "[sim]") {
+  CHECK(describe_link("node3-nic-dev_UP").label == "node 3 devices' NIC (sending)");
+  CHECK(describe_link("node3-nic-dev_DOWN").kind == "nic");
   CHECK(describe_link("node3-nic_UP").label == "node 3 NIC (sending)");
   CHECK(describe_link("node3-nic_DOWN").kind == "nic");
   CHECK(describe_link("node12-sw1-up_UP").label == "node 12 PCIe switch 1 uplink (to host)");

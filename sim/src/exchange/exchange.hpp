@@ -42,9 +42,10 @@ class ReplayServices {
 
   // A worker's compute of `seconds` (factor already applied), recorded on its timeline.
   virtual void compute(int rank, int it, double seconds, const char* what, Callback done) = 0;
-  // One flow, counted by node boundary (node -1: storage).
+  // One flow, counted by node boundary (node -1: storage). `nodes`: the nodes' flows it stands for
+  // where that is not its route's fold (World::transfer); 0 for the route's.
   virtual void transfer(simgrid::s4u::Host* src, int src_node, simgrid::s4u::Host* dst, int dst_node, double bytes,
-                        Callback done) = 0;
+                        Callback done, double nodes = 0) = 0;
   // Bytes moved by a collective whose own flows the replay does not see; per-node NIC shares equal.
   virtual void count_collective_bytes(double inter_node_B, double intra_node_B) = 0;
   // Rank 0's communication interval (rank -1: a collective every rank takes part in).
@@ -117,6 +118,9 @@ const ExchangeFamily& exchange_family(const Strategy& strategy);  // Failure for
 // Factories, one per family file.
 std::unique_ptr<Exchange> make_allreduce_exchange(ReplayServices& replay, const Strategy& strategy);
 std::unique_ptr<Exchange> make_ps_exchange(ReplayServices& replay, const Strategy& strategy);
+// Layout::server_nic_nodes for a point: the colocated servers' nodes when the parameter-server family
+// will fold them (coarse, one device per node, whole switches), else 0.
+int ps_split_server_nodes(const platforms::Platform& platform, const TrainingPoint& point, const Layout& layout);
 std::unique_ptr<Exchange> make_dp_single_node_exchange(ReplayServices& replay, const Strategy& strategy);
 
 }  // namespace dtsim::sim

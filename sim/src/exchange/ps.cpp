@@ -10,7 +10,8 @@
 // It also folds the worker nodes of each switch onto one representative that sends every flow for all
 // of them, on its own links scaled by the fold (World::fold_nodes); the others mirror its events. Exact
 // for max-min sharing (docs/simulation-training.md, "Folded workers"): with dedicated servers every
-// switch; with colocated servers the switches that host none, their flows weighted by the fold.
+// switch; with colocated servers on one-device nodes every switch too, the roles split (a NIC each,
+// "Split roles"); on other colocated nodes the switches that host none, their flows weighted by the fold.
 // Asynchronous workers fold only beyond the flow budget, at their group's mean pace (approximate).
 #include <fmt/format.h>
 
@@ -48,6 +49,19 @@ constexpr int ASYNC_MIN_PACES = 32;
 // 5.5 s, 512 x 1 26 s, 1,024 x 1 past 90 s; 256 x 4 35 s, 512 x 4 309 s), while folded they took
 // 0.6-11 s at -0.2% (256 x 1), -1.4% (256 x 4), 0.0% (512 x 1) and -1.7% (512 x 4) throughput.
 constexpr int ASYNC_MAX_UNFOLDED_WORKERS = 128;
+
+// The worker nodes under one switch (leaf switch, dragonfly router; a star's single switch): the
+// unit the folds keep alike. 1 on a torus, whose nodes route through each other.
+int nodes_per_switch(const platforms::Platform& platform, int nodes) {
+  const auto& net = platform.network;
+  switch (net.topology) {
+    case platforms::TopologyKind::STAR: return nodes;
+    case platforms::TopologyKind::FAT_TREE: return net.fat_tree.down.empty() ? 1 : net.fat_tree.down[0];
+    case platforms::TopologyKind::DRAGONFLY: return net.dragonfly.nodes_per_router;
+    case platforms::TopologyKind::TORUS: return 1;
+  }
+  return 1;
+}
 
 class PsExchange final : public Exchange {
  public:
@@ -234,14 +248,7 @@ class PsExchange final : public Exchange {
     // folded only beyond them.
     if (async && nodes * rep_flows <= point.ps_fold_max_flows && replay_.workers() <= ASYNC_MAX_UNFOLDED_WORKERS)
       return;
-    const auto& net = replay_.platform().network;
-    int per_switch = 1;
-    switch (net.topology) {
-      case platforms::TopologyKind::STAR: per_switch = nodes; break;
-      case platforms::TopologyKind::FAT_TREE: per_switch = net.fat_tree.down.empty() ? 1 : net.fat_tree.down[0]; break;
-      case platforms::TopologyKind::DRAGONFLY: per_switch = net.dragonfly.nodes_per_router; break;
-      case platforms::TopologyKind::TORUS: per_switch = 1; break;
-    }
+    int per_switch = nodes_per_switch(replay_.platform(), nodes);
     if (per_switch < 2 || nodes % per_switch != 0) return;
     // Asynchronous groups stay in step: keep enough of them to drift apart (async_min_groups), with
     // fewer nodes per group than a switch holds where needed (any of its nodes are alike).
@@ -255,7 +262,7 @@ class PsExchange final : public Exchange {
     }
     std::vector<simgrid::s4u::Host*> refs;
     for (int s : used) refs.push_back(server_host(s));
-    if (!dedicated()) {
+    if (!dedicated() && layout().server_nic_nodes == 0) {
       fold_colocated(per_switch, refs);
       return;
     }
@@ -296,6 +303,9 @@ class PsExchange final : public Exchange {
       k = replay_.world().fold_nodes(groups, spread_sample(refs));
     }
     if (k <= 1) return;
+    // Split roles: a representative's flows to its members' servers stand for one flow fewer
+    // (server_end), so each flow is weighted as the flows it stands for.
+    if (layout().server_nic_nodes > 0) replay_.world().set_weighted_folds(true);
     for (const auto& g : groups) {
       fold_of_[static_cast<std::size_t>(g[0])] = k;
       for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
@@ -403,6 +413,24 @@ class PsExchange final : public Exchange {
     return dedicated() ? w.dedicated_ps_host(s) : w.node_host(s % layout().nodes);
   }
 
+  // Where a unit's flows to server `s` go and how many nodes' bytes they carry. A folded representative
+  // stands for its members' flows; with split roles (Layout::server_nic_nodes) a server may sit on a
+  // member's node, whose own flow to it stays inside that node (left out: it does not touch the
+  // network) while the others' cross the network; to its own node's server they enter through the
+  // server's NIC, as its members' would (World::split_server_host).
+  struct ServerEnd {
+    simgrid::s4u::Host* host;
+    int flow_fold;
+  };
+  ServerEnd server_end(int s, int unit_node) const {
+    const int k = fold(unit_node);
+    const int sn = server_node(s);
+    if (k <= 1 || dedicated() || rep_node_[static_cast<std::size_t>(sn)] != unit_node) return {server_host(s), k};
+    if (sn != unit_node) return {server_host(s), k - 1};
+    auto* end = replay_.world().split_server_host(sn);
+    return end != nullptr ? ServerEnd{end, k - 1} : ServerEnd{server_host(s), k};
+  }
+
   // Pulls every shard holding parameters into `dst` (one flow per server).
   void pull_all(int r, int it, simgrid::s4u::Host* dst, int dst_node, Callback done) {
     auto pending = std::make_shared<int>(0);
@@ -417,8 +445,9 @@ class PsExchange final : public Exchange {
     for (int s = 0; s < servers_; ++s) {
       const double bytes = shard_bytes_[static_cast<std::size_t>(s)];
       if (bytes <= 0) continue;
-      rpc_then_transfer(shard_calls_[static_cast<std::size_t>(s)], s, false, server_host(s), server_node(s), dst,
-                        dst_node, bytes, fold(dst_node), [this, pending, finish, r, it, s, t0] {
+      const ServerEnd end = server_end(s, dst_node);
+      rpc_then_transfer(shard_calls_[static_cast<std::size_t>(s)], s, false, end.host, server_node(s), dst,
+                        dst_node, bytes, fold(dst_node), end.flow_fold, [this, pending, finish, r, it, s, t0] {
         const double now = replay_.world().now();
         if (replay_.tracing(it))
           replay_.trace().add(TraceRecorder::Group::SERVERS, s, fmt::format("pull by worker {}", r), "pull", t0, now);
@@ -450,8 +479,10 @@ class PsExchange final : public Exchange {
       if (bytes <= 0) continue;
       ++*outstanding;
       ++*group_left;
-      rpc_then_transfer(group_calls_[g][static_cast<std::size_t>(s)], s, true, src, src_node, server_host(s),
-                        server_node(s), bytes, k, [this, r, it, s, t0, event, group_left, outstanding, on_all_done] {
+      const ServerEnd end = server_end(s, src_node);
+      rpc_then_transfer(group_calls_[g][static_cast<std::size_t>(s)], s, true, src, src_node, end.host,
+                        server_node(s), bytes, k, end.flow_fold,
+                        [this, r, it, s, t0, event, group_left, outstanding, on_all_done] {
                          const double now = replay_.world().now();
                          replay_.record_comm(r, it, t0, now);
                          if (replay_.tracing(it))
@@ -495,11 +526,12 @@ class PsExchange final : public Exchange {
     return free_s - now;
   }
 
-  // `fold`: the flow carries that many nodes' bytes (a representative's); the client's RPC cost is one
-  // node's, the server runs all `fold` nodes' calls. A pull's calls are served before the response flows;
-  // a push's after its flow arrived, and the push ends when they have run.
+  // `fold`: the nodes a representative stands for; its flow carries `flow_fold` nodes' bytes (fold, or
+  // one less where a member's own server is local, server_end). The client's RPC cost is one node's, the
+  // server runs and applies all `fold` nodes' calls and bytes. A pull's calls are served before the
+  // response flows; a push's after its flow arrived, and the push ends when they have run.
   void rpc_then_transfer(double calls, int server, bool push, simgrid::s4u::Host* src, int src_node,
-                         simgrid::s4u::Host* dst, int dst_node, double bytes, int fold, Callback done) {
+                         simgrid::s4u::Host* dst, int dst_node, double bytes, int fold, int flow_fold, Callback done) {
     if (push && apply_s_per_B_ > 0)  // runs after the serving threads below: the gradient is applied once parsed
       done = after_server([this, server, applied_B = bytes * fold] { return server_apply_wait_s(server, applied_B); },
                           std::move(done));
@@ -507,14 +539,16 @@ class PsExchange final : public Exchange {
       done = after_server([this, server, served = calls * fold] { return server_wait_s(server, served); },
                           std::move(done));
     const double delay = rpc_delay_s(calls, bytes) + (push ? 0.0 : server_wait_s(server, calls * fold));
-    const double flow_B = bytes * fold;
+    const double flow_B = bytes * flow_fold;
+    const double nodes = flow_fold < fold ? flow_fold : 0.0;  // weighted as the flows it stands for
+    if (flow_fold < fold) replay_.count_collective_bytes(0, bytes * (fold - flow_fold));  // the member's own, local
     if (delay <= 0) {
-      replay_.transfer(src, src_node, dst, dst_node, flow_B, std::move(done));
+      replay_.transfer(src, src_node, dst, dst_node, flow_B, std::move(done), nodes);
       return;
     }
     replay_.count_activity();
-    replay_.world().after(delay, [this, src, src_node, dst, dst_node, flow_B, done = std::move(done)]() mutable {
-      replay_.transfer(src, src_node, dst, dst_node, flow_B, std::move(done));
+    replay_.world().after(delay, [this, src, src_node, dst, dst_node, flow_B, nodes, done = std::move(done)]() mutable {
+      replay_.transfer(src, src_node, dst, dst_node, flow_B, std::move(done), nodes);
     });
   }
 
@@ -625,6 +659,16 @@ class PsExchange final : public Exchange {
 };
 
 }  // namespace
+
+int ps_split_server_nodes(const platforms::Platform& platform, const TrainingPoint& point, const Layout& layout) {
+  if (point.ps_placement == PsPlacement::DEDICATED || !point.ps_split_roles || point.data != DataMode::SYNTHETIC) return 0;
+  if (resolve_mode(point.comm_mode, point.workers) != CommMode::COARSE) return 0;
+  if (layout.workers_per_node != 1 || layout.nodes < 2 || point.workers != layout.nodes) return 0;
+  if (point.strategy.exchange == "ps-async" && point.workers <= ASYNC_MAX_UNFOLDED_WORKERS) return 0;
+  const int per_switch = nodes_per_switch(platform, layout.nodes);
+  if (per_switch < 2 || layout.nodes % per_switch != 0) return 0;
+  return std::min(point.ps_servers, layout.nodes);
+}
 
 std::unique_ptr<Exchange> make_ps_exchange(ReplayServices& replay, const Strategy& strategy) {
   return std::make_unique<PsExchange>(replay, strategy);
