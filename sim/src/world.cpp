@@ -541,8 +541,8 @@ int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::ve
     return path;
   };
   // A ref on the node itself (the colocated server of a split node, Layout::server_nic_nodes) is
-  // reached inside the node: its own device's flows to it stay off the network, the representative's
-  // for the others cross it (a 1 / refs error in those nodes' routes, docs/simulation-training.md).
+  // reached inside the node by its own device, so its routes are not compared; the caller sends the
+  // representative's flows for the other members to it over the network (ps.cpp, server_end).
   const auto on_node = [this](s4u::Host* ref, int node) { return ref == node_host(node); };
   // Same length, and where the first node's route and a member's differ, neither link is on the
   // other's route: the first node's link there is its own (scaled below); every other link is shared.
