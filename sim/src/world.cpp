@@ -580,41 +580,107 @@ int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::ve
   return static_cast<int>(k);
 }
 
-int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::vector<s4u::Host*>& refs,
-                             const std::vector<double>& bytes_to, const std::vector<double>& bytes_from) {
-  if (groups.empty() || groups[0].size() < 2) return 1;
-  const std::size_t k = groups[0].size();
-  for (const auto& group : groups)
-    if (group.size() != k) return 1;
-  const int per_node = workers_per_node();
-  // A node's routes: to and from each ref, for each of its devices, and between its devices.
+namespace {
+// Busy links: shared links that need at least this fraction of the busiest link's time (bytes over
+// bandwidth, every node's flows) must be used alike by a fold's members (World::fold_nodes_scaled).
+constexpr double PARTIAL_LINK_MAX_BUSY = 0.5;
+// A node's routes, in a fixed order: to and from each ref for each of its devices, and between its
+// devices; and the bytes one device sends on each per iteration (none between its devices). A ref on
+// the node itself (the colocated server of a split node, Layout::server_nic_nodes) is reached inside
+// the node (an empty route), or, for a representative, through the server's NIC as its members' flows
+// to it are (World::split_server_host; ps.cpp, server_end).
+struct NodeRoutes {
+  const World& world;
+  const std::vector<s4u::Host*>& refs;
+  const std::vector<double>& bytes_to;
+  const std::vector<double>& bytes_from;
   std::vector<std::vector<s4u::Link*>> routes;
-  auto node_routes = [&](int node) {
+  void of(int node, bool representative = false) {
+    const int per_node = world.workers_per_node();
     routes.clear();
-    auto add = [&routes](s4u::Host* a, s4u::Host* b) {
+    auto add = [this](s4u::Host* a, s4u::Host* b) {
       routes.emplace_back();
-      if (a != b) a->route_to(b, routes.back(), nullptr);
+      if (a != b && a != nullptr && b != nullptr) a->route_to(b, routes.back(), nullptr);
     };
+    s4u::Host* local_end = representative ? world.split_server_host(node) : nullptr;
     for (int j = 0; j < per_node; ++j) {
-      s4u::Host* dev = worker_host(node * per_node + j);
+      s4u::Host* dev = world.worker_host(node * per_node + j);
       for (s4u::Host* ref : refs) {
-        add(dev, ref);
-        add(ref, dev);
+        s4u::Host* end = ref == world.node_host(node) ? local_end : ref;
+        add(dev, end);
+        add(end, dev);
       }
-      add(dev, worker_host(node * per_node));  // empty for the first device: the same count per device
-      add(worker_host(node * per_node), dev);
+      add(dev, world.worker_host(node * per_node));  // empty for the first device: the same count per device
+      add(world.worker_host(node * per_node), dev);
     }
-  };
-  // Bytes per iteration of a node's route i (node_routes' order): to or from the ref it names.
-  const auto route_bytes = [&](std::size_t i) {
+  }
+  s4u::Host* ref(std::size_t i) const {  // the ref route i goes to or from; null between devices
+    const std::size_t j = i % (2 * refs.size() + 2);
+    return j < 2 * refs.size() ? refs[j / 2] : nullptr;
+  }
+  double bytes(std::size_t i) const {
     const std::size_t per_device = 2 * refs.size() + 2;
     const std::size_t j = i % per_device;
     if (j >= 2 * refs.size()) return 0.0;  // between the node's devices: not counted
     return j % 2 == 0 ? bytes_to[j / 2] : bytes_from[j / 2];
-  };
+  }
+};
+}  // namespace
+
+std::vector<int> World::route_classes(const std::vector<s4u::Host*>& refs, const std::vector<double>& bytes_to,
+                                      const std::vector<double>& bytes_from) const {
+  NodeRoutes nr{*this, refs, bytes_to, bytes_from, {}};
+  const int nodes = workers() / workers_per_node();
+  std::unordered_map<s4u::Link*, double> demand_B;
+  std::unordered_map<s4u::Link*, int> users;
+  for (int n = 0; n < nodes; ++n) {
+    nr.of(n);
+    std::unordered_set<s4u::Link*> mine;
+    for (std::size_t ri = 0; ri < nr.routes.size(); ++ri)
+      for (s4u::Link* l : nr.routes[ri]) {
+        demand_B[l] += nr.bytes(ri);
+        if (mine.insert(l).second) ++users[l];
+      }
+  }
+  double busiest_s = 0;
+  for (const auto& [l, b] : demand_B) busiest_s = std::max(busiest_s, b / l->get_bandwidth());
+  std::map<std::vector<s4u::Link*>, int> ids;
+  std::vector<int> out;
+  std::vector<s4u::Link*> signature;
+  for (int n = 0; n < nodes; ++n) {
+    nr.of(n);
+    signature.clear();
+    for (const auto& r : nr.routes) {
+      for (s4u::Link* l : r)
+        if (users.at(l) > 1 && demand_B.at(l) / l->get_bandwidth() >= PARTIAL_LINK_MAX_BUSY * busiest_s)
+          signature.push_back(l);
+      signature.push_back(nullptr);  // route boundary
+    }
+    out.push_back(ids.try_emplace(signature, static_cast<int>(ids.size())).first->second);
+  }
+  return out;
+}
+
+int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::vector<s4u::Host*>& refs,
+                             const std::vector<double>& bytes_to, const std::vector<double>& bytes_from) {
+  if (groups.empty()) return 1;
+  std::size_t k = 0;  // the largest group
+  bool mixed = false;
+  for (const auto& group : groups) {
+    if (group.empty()) return 1;
+    mixed = mixed || (k != 0 && group.size() != k);
+    k = std::max(k, group.size());
+  }
+  if (k < 2) return 1;
+  NodeRoutes nr{*this, refs, bytes_to, bytes_from, {}};
+  auto& routes = nr.routes;
+  const auto node_routes = [&nr](int node) { nr.of(node); };  // as a member: its own server is local
+  const auto route_bytes = [&nr](std::size_t i) { return nr.bytes(i); };
   std::unordered_map<s4u::Link*, double> n_real, n_fold, demand_B;
   std::unordered_map<s4u::Link*, int> users;  // nodes whose routes cross the link
+  std::unordered_map<s4u::Link*, std::pair<double, double>> rep_k;  // smallest and largest group crossing it
   for (auto& group : groups) {
+    const double kg = static_cast<double>(group.size());
     // The representative: a member whose route lengths are the group's most common ones, so it is a
     // typical node, not one on a switch that skips a hop (a dragonfly router holding a global link).
     std::map<std::vector<std::size_t>, std::pair<int, std::size_t>> shapes;  // lengths -> (members, first)
@@ -637,9 +703,18 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
       return a.second.first < b.second.first || (a.second.first == b.second.first && a.second.second > b.second.second);
     });
     std::swap(group[0], group[typical->second.second]);
-    node_routes(group[0]);
-    for (const auto& r : routes)
-      for (s4u::Link* l : r) n_fold[l] += static_cast<double>(k);
+    // A representative's flow to a server on a member's node (or its own) stands for one node fewer.
+    nr.of(group[0], true);
+    for (std::size_t ri = 0; ri < routes.size(); ++ri) {
+      double w = kg;
+      if (s4u::Host* ref = nr.ref(ri); ref != nullptr)
+        for (int m : group) w -= ref == node_host(m) ? 1 : 0;
+      for (s4u::Link* l : routes[ri]) {
+        n_fold[l] += w;
+        auto [it, fresh] = rep_k.try_emplace(l, kg, kg);
+        if (!fresh) it->second = {std::min(it->second.first, kg), std::max(it->second.second, kg)};
+      }
+    }
   }
   // Members' rates differ only where their routes differ: on links several nodes use, but not alike
   // (scale neither 1 nor k, or 0 where no representative uses the link); a node's own links are alike.
@@ -647,7 +722,7 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
   // PARTIAL_LINK_MAX_BUSY of the busiest link's time (bytes over bandwidth, unfolded).
   // A link within ALIKE_SCALE_TOLERANCE of 1 or k is used alike but for a few nodes' flows (e.g. a
   // dragonfly link into a chassis that all other groups' traffic crosses, and one router's own).
-  constexpr double PARTIAL_LINK_MAX_BUSY = 0.5, ALIKE_SCALE_TOLERANCE = 0.05;
+  constexpr double ALIKE_SCALE_TOLERANCE = 0.05;
   // A split node's switch link (Layout::server_nic_nodes) is as wide as its two NICs together, so it
   // never limits either role: left out of the check and of the scaling below; a representative's own
   // is scaled by k like its NIC, so that its k devices' flows and its server's still fit.
@@ -659,8 +734,9 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
     if (users[l] == 1 || widened.contains(l)) continue;  // one node's own link: each member's is like the representative's
     const auto it = n_fold.find(l);
     const double scale = it == n_fold.end() ? 0.0 : it->second / real;  // 0: no representative uses it
-    if (std::abs(scale - 1) > ALIKE_SCALE_TOLERANCE && std::abs(scale / static_cast<double>(k) - 1) > ALIKE_SCALE_TOLERANCE)
-      partial_s = std::max(partial_s, demand_B[l] / l->get_bandwidth());
+    const auto near = [&](double target) { return std::abs(scale / target - 1) <= ALIKE_SCALE_TOLERANCE; };
+    const bool alike = near(1) || (scale > 0 && (near(rep_k.at(l).first) || near(rep_k.at(l).second)));
+    if (!alike) partial_s = std::max(partial_s, demand_B[l] / l->get_bandwidth());
   }
   if (partial_s > PARTIAL_LINK_MAX_BUSY * busiest_s) return 1;
   for (const auto& [l, folded] : n_fold) {
@@ -669,8 +745,10 @@ int World::fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::v
   }
   const auto& split = impl_->built.split_switch_links;
   for (const auto& group : groups)
-    if (static_cast<std::size_t>(group[0]) < split.size())
-      for (s4u::Link* l : split[static_cast<std::size_t>(group[0])]) scale_link(l, static_cast<double>(k));
+    if (group.size() > 1 && static_cast<std::size_t>(group[0]) < split.size())
+      for (s4u::Link* l : split[static_cast<std::size_t>(group[0])]) scale_link(l, static_cast<double>(group.size()));
+  // Representatives of different sizes share links: each flow must weigh the nodes' flows it stands for.
+  if (mixed) impl_->weighted_folds = true;
   return static_cast<int>(k);
 }
 

@@ -88,13 +88,23 @@ class World {
   // first node's routes to and from `refs` (and between its devices) gets bandwidth x n_fold / n_real,
   // where n_real counts the node flows that cross it unfolded and n_fold the flows it carries folded
   // (k per first node), so every link keeps its load fraction when flows to one server are alike.
+  // Groups may differ in size (k each, e.g. one switch alone beside groups of several): their flows are
+  // then weighted by the nodes they stand for (set_weighted_folds is turned on). A ref on a node itself
+  // (a split node's server) is counted as the flows go: local to that node's own flows, k - 1 nodes
+  // for a representative's flow to it, through split_server_host from the representative's own node.
   // Moves a typical member (the most common route lengths) to the front of each group as its
   // representative. Exact where fold_nodes is; otherwise an approximation
-  // (docs/simulation-training.md). Returns k.
+  // (docs/simulation-training.md). Returns the largest k.
   // bytes_to/bytes_from: what one device sends to / receives from each ref per iteration. Refused
   // (returns 1, nothing changed) where links that only some members use are busy enough to matter.
   int fold_nodes_scaled(std::vector<std::vector<int>>& groups, const std::vector<simgrid::s4u::Host*>& refs,
                         const std::vector<double>& bytes_to, const std::vector<double>& bytes_from);
+  // Route classes of the worker nodes (an id per node): nodes whose routes to and from `refs` cross
+  // the same busy shared links in the same places (PARTIAL_LINK_MAX_BUSY of the busiest link's time,
+  // every node's flows of bytes_to/bytes_from per ref counted) share a class, so a fold of one class
+  // keeps every busy link's load exact (fold_nodes_scaled).
+  std::vector<int> route_classes(const std::vector<simgrid::s4u::Host*>& refs, const std::vector<double>& bytes_to,
+                                 const std::vector<double>& bytes_from) const;
   // Durations of collectives that ran alone on the network, by signature (coarse-mode reuse).
   std::unordered_map<std::string, double>& duration_cache();
 

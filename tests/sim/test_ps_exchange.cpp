@@ -274,6 +274,24 @@ TEST_CASE("sim::PsExchange: colocated servers on one-device nodes split roles an
   CHECK(split_folded.inter_node_bytes == Approx(split_plain.inter_node_bytes).epsilon(1e-9));
 }
 
+TEST_CASE("sim::PsExchange: beyond the budget, split roles group server-less routers by route class", "[sim][ps]") {
+  // A budget of one asks for the largest groups. Routers 0-3 hold the servers and fold alone; the other
+  // routers are grouped only with routers whose nodes cross the same busy links (World::route_classes),
+  // beside them, in groups of different sizes (weighted flows): the busy links keep their loads exactly.
+  const auto prof = profile(48);
+  const auto plat = dragonfly(1);
+  auto exact = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
+  exact.ps_placement = sim::PsPlacement::COLOCATED;
+  exact.ps_split_roles = true;
+  auto budget = exact;
+  budget.ps_fold_max_flows = 1;
+  const auto exact_r = sim::simulate_training(plat, prof, exact);
+  const auto grouped_r = sim::simulate_training(plat, prof, budget);
+  CHECK(grouped_r.flows < exact_r.flows);
+  CHECK(grouped_r.throughput == Approx(exact_r.throughput).epsilon(0.01));
+  CHECK(grouped_r.inter_node_bytes == Approx(exact_r.inter_node_bytes).epsilon(1e-9));
+}
+
 TEST_CASE("sim::PsExchange: colocated servers left empty do not keep their switches unfolded", "[sim][ps]") {
   // 12 variables on 32 servers: servers 0-11 (routers 0-2) hold them, servers 12-31 (routers 3-7) hold
   // nothing, send and receive nothing, and their nodes fold like server-less ones: 12 nodes plus 13

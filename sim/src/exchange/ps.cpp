@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <unordered_map>
@@ -266,16 +267,12 @@ class PsExchange final : public Exchange {
       fold_colocated(per_switch, refs);
       return;
     }
-    // Exact while the representatives' flows stay under the budget; beyond it, groups of 2, 4, ...
-    // switches folded with load-scaled links (World::fold_nodes_scaled), the fewest that fit.
-    int group = per_switch;
-    const auto flows = [&](int g) { return static_cast<double>(nodes / g) * rep_flows; };
-    while (flows(group) > point.ps_fold_max_flows && group * 2 <= nodes && nodes % (group * 2) == 0 &&
-           (!async || nodes / (group * 2) >= async_min_groups()))
-      group *= 2;
-    const bool scaled = group > per_switch;
-    // Every used server for a load-scaled fold (a link's scale depends on which servers' routes cross
-    // it); the exact fold checks routes against a spread sample (the zones route a node by its switch).
+    // Exact while the representatives' flows stay under the budget; beyond it, groups of up to 2, 4, ...
+    // switches folded with load-scaled links (World::fold_nodes_scaled), the fewest that fit. Only
+    // switches whose nodes' routes cross the same busy links are grouped (World::route_classes), so
+    // those links keep their loads exactly; a switch with a colocated server holding variables (split
+    // roles) folds alone: its own server is local to it (grouped by position it was 12% fast at
+    // 1,024 x 256 on Piz Daint, docs/simulation-training.md "Split roles").
     std::vector<double> push_B, pull_B;  // one device's bytes to and from each ref per iteration
     for (int s : used) {
       pull_B.push_back(shard_bytes_[static_cast<std::size_t>(s)]);
@@ -283,6 +280,44 @@ class PsExchange final : public Exchange {
       for (const auto& g : group_bytes_) push += g[static_cast<std::size_t>(s)];
       push_B.push_back(push);
     }
+    const std::vector<std::vector<int>> switches = node_groups(0, per_switch);
+    std::vector<std::vector<int>> switch_class;  // per switch: its nodes' route classes (-1: alone)
+    const auto grouping = [&](int per_group) {  // per_group: switches at most
+      if (per_group == 1) return switches;
+      if (switch_class.empty()) {
+        const std::vector<int> cls = replay_.world().route_classes(refs, push_B, pull_B);
+        for (const auto& sw : switches) {
+          switch_class.emplace_back();
+          for (int n : sw) switch_class.back().push_back(cls[static_cast<std::size_t>(n)]);
+        }
+        if (!dedicated())
+          for (int s : used) switch_class[static_cast<std::size_t>(server_node(s) / per_switch)] = {-1};
+      }
+      std::vector<std::vector<int>> out;
+      std::map<std::vector<int>, std::size_t> open;  // class -> its group being filled in `out`
+      for (std::size_t i = 0; i < switches.size(); ++i) {
+        const auto& c = switch_class[i];
+        const auto it = open.find(c);
+        if (c != std::vector<int>{-1} && it != open.end() &&
+            out[it->second].size() < static_cast<std::size_t>(per_group * per_switch)) {
+          out[it->second].insert(out[it->second].end(), switches[i].begin(), switches[i].end());
+          continue;
+        }
+        out.push_back(switches[i]);
+        open[c] = out.size() - 1;
+      }
+      return out;
+    };
+    const int n_switches = nodes / per_switch;
+    int per_group = 1;
+    const auto flows = [&](int p) { return static_cast<double>(grouping(p).size()) * rep_flows; };
+    while (flows(per_group) > point.ps_fold_max_flows && per_group * 2 <= n_switches &&
+           (!async || grouping(per_group * 2).size() >= static_cast<std::size_t>(async_min_groups())))
+      per_group *= 2;
+    const int group = per_group * per_switch;
+    const bool scaled = group > per_switch;
+    // Every used server for a load-scaled fold (a link's scale depends on which servers' routes cross
+    // it); the exact fold checks routes against a spread sample (the zones route a node by its switch).
     const auto spread_sample = [](const std::vector<simgrid::s4u::Host*>& all) {
       constexpr std::size_t ROUTE_CHECK_SERVERS = 8;
       std::vector<simgrid::s4u::Host*> out;
@@ -294,8 +329,8 @@ class PsExchange final : public Exchange {
     // A refused grouping (links some members use are busy) is tried again with half as many switches.
     std::vector<std::vector<int>> groups;
     int k = 1;
-    for (int g = group; scaled && k <= 1 && g > per_switch; g /= 2) {
-      groups = node_groups(0, g);
+    for (int p = per_group; scaled && k <= 1 && p > 1; p /= 2) {
+      groups = grouping(p);
       k = replay_.world().fold_nodes_scaled(groups, refs, push_B, pull_B);
     }
     if (k <= 1) {  // not scaled, or refused: the exact fold, one representative per switch
@@ -307,7 +342,7 @@ class PsExchange final : public Exchange {
     // (server_end), so each flow is weighted as the flows it stands for.
     if (layout().server_nic_nodes > 0) replay_.world().set_weighted_folds(true);
     for (const auto& g : groups) {
-      fold_of_[static_cast<std::size_t>(g[0])] = k;
+      fold_of_[static_cast<std::size_t>(g[0])] = static_cast<int>(g.size());
       for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
     }
     pace_groups(groups);
