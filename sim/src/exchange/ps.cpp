@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <unordered_map>
@@ -281,24 +280,27 @@ class PsExchange final : public Exchange {
       push_B.push_back(push);
     }
     const std::vector<std::vector<int>> switches = node_groups(0, per_switch);
-    std::vector<std::vector<int>> switch_class;  // per switch: its nodes' route classes (-1: alone)
+    // Per switch: its nodes' route class, or -1 (folds alone) where its nodes differ on busy links (one
+    // representative could not stand for them) or it holds a colocated server.
+    std::vector<int> switch_class;
     const auto grouping = [&](int per_group) {  // per_group: switches at most
       if (per_group == 1) return switches;
       if (switch_class.empty()) {
         const std::vector<int> cls = replay_.world().route_classes(refs, push_B, pull_B);
         for (const auto& sw : switches) {
-          switch_class.emplace_back();
-          for (int n : sw) switch_class.back().push_back(cls[static_cast<std::size_t>(n)]);
+          const int c = cls[static_cast<std::size_t>(sw[0])];
+          const bool uniform = std::all_of(sw.begin(), sw.end(), [&](int n) { return cls[static_cast<std::size_t>(n)] == c; });
+          switch_class.push_back(uniform ? c : -1);
         }
         if (!dedicated())
-          for (int s : used) switch_class[static_cast<std::size_t>(server_node(s) / per_switch)] = {-1};
+          for (int s : used) switch_class[static_cast<std::size_t>(server_node(s) / per_switch)] = -1;
       }
       std::vector<std::vector<int>> out;
-      std::map<std::vector<int>, std::size_t> open;  // class -> its group being filled in `out`
+      std::unordered_map<int, std::size_t> open;  // class -> its group being filled in `out`
       for (std::size_t i = 0; i < switches.size(); ++i) {
-        const auto& c = switch_class[i];
+        const int c = switch_class[i];
         const auto it = open.find(c);
-        if (c != std::vector<int>{-1} && it != open.end() &&
+        if (c >= 0 && it != open.end() &&
             out[it->second].size() < static_cast<std::size_t>(per_group * per_switch)) {
           out[it->second].insert(out[it->second].end(), switches[i].begin(), switches[i].end());
           continue;
