@@ -137,8 +137,9 @@ class Replay final : public ReplayServices {
     compute_named(r, it, seconds, what, {}, std::move(done));
   }
 
-  // One flow; counts bytes by node boundary. src_node/dst_node: -1 for storage. A split node's server
-  // end (World::split_server_host) is reached through the network even from its own node.
+  // One flow; counts bytes by node boundary (World::crosses_network, as the transports decide: a split
+  // node's server end is reached through the network even from its own node). src_node/dst_node: -1
+  // for storage.
   void transfer(simgrid::s4u::Host* src, int src_node, simgrid::s4u::Host* dst, int dst_node, double bytes,
                 Callback done, double nodes = 0) override {
     if (bytes <= 0) {
@@ -146,11 +147,9 @@ class Replay final : public ReplayServices {
       return;
     }
     ++activities_;
-    const bool through_nics = src_node >= 0 && src_node == dst_node &&
-                              (src == world_.split_server_host(src_node) || dst == world_.split_server_host(dst_node));
     if (src_node < 0) {
       nic_in_B_[static_cast<std::size_t>(dst_node)] += bytes;  // input data: not exchange traffic
-    } else if (src_node != dst_node || through_nics) {
+    } else if (world_.crosses_network(src, dst)) {
       inter_node_B_ += bytes;
       nic_out_B_[static_cast<std::size_t>(src_node)] += bytes;
       if (dst_node >= 0) nic_in_B_[static_cast<std::size_t>(dst_node)] += bytes;

@@ -33,6 +33,9 @@ struct FlowPlan {
 class FlowTransports {
  public:
   FlowTransports(const platforms::Platform& platform, const BuiltPlatform& built);
+  // Whether a flow leaves its node: hosts of different places (a split node's server end is a place of
+  // its own, reached over the network from the node's devices). Unplaced hosts: false.
+  bool inter_node(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
   // The transport carrying a flow: the network's between nodes, the node's intra transport inside one.
   const platforms::Transport& transport_of(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
   FlowPlan plan(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst, double bytes) const;
@@ -53,7 +56,6 @@ class FlowTransports {
     int socket = 0;       // the CPU socket a GPU hangs off (platforms::Node::gpu_socket)
   };
   const Place* place(const simgrid::s4u::Host* h) const;
-  bool inter_node(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
 
   const platforms::Transport* network_;
   const platforms::Transport* intra_;

@@ -325,6 +325,10 @@ s4u::Host* World::split_server_host(int node) const {
   return node >= 0 && static_cast<std::size_t>(node) < hosts.size() ? hosts[static_cast<std::size_t>(node)] : nullptr;
 }
 
+bool World::crosses_network(const s4u::Host* src, const s4u::Host* dst) const {
+  return impl_->transports->inter_node(src, dst);
+}
+
 s4u::Host* World::node_host(int node) const {
   if (node < 0 || node >= static_cast<int>(impl_->built.node_hosts.size()))
     throw Failure(fmt::format("World::node_host: node {} out of range", node));

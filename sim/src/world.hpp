@@ -47,6 +47,9 @@ class World {
   // devices: out through their NIC and in through the server's, where node_host is reached inside the
   // node. nullptr for other nodes.
   simgrid::s4u::Host* split_server_host(int node) const;
+  // Whether a flow from src to dst leaves a node (the network transport's factors apply, its bytes are
+  // inter-node): hosts on different nodes, or a split node's server end reached from its own devices.
+  bool crosses_network(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
   simgrid::s4u::Host* storage_host() const;            // node 0's storage end; nullptr when storage is NONE
   // The storage end serving `node`: its local SSD, or its client side of the shared parallel file
   // system (one shared link of the PFS aggregate bandwidth); nullptr when the platform has no storage.
