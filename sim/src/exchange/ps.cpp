@@ -310,14 +310,18 @@ class PsExchange final : public Exchange {
       }
       return out;
     };
+    // Doubled while over the budget and it still merges switches: once doubling leaves the count as it
+    // is, every class fits in one group and larger sizes give the same groups.
     const int n_switches = nodes / per_switch;
     int per_group = 1;
-    const auto flows = [&](int p) { return static_cast<double>(grouping(p).size()) * rep_flows; };
-    while (flows(per_group) > point.ps_fold_max_flows && per_group * 2 <= n_switches &&
-           (!async || grouping(per_group * 2).size() >= static_cast<std::size_t>(async_min_groups())))
+    for (std::size_t count = switches.size(); static_cast<double>(count) * rep_flows > point.ps_fold_max_flows &&
+                                              per_group * 2 <= n_switches;) {
+      const std::size_t next = grouping(per_group * 2).size();
+      if (next >= count || (async && next < static_cast<std::size_t>(async_min_groups()))) break;
       per_group *= 2;
-    const int group = per_group * per_switch;
-    const bool scaled = group > per_switch;
+      count = next;
+    }
+    const bool scaled = per_group > 1;
     // Every used server for a load-scaled fold (a link's scale depends on which servers' routes cross
     // it); the exact fold checks routes against a spread sample (the zones route a node by its switch).
     const auto spread_sample = [](const std::vector<simgrid::s4u::Host*>& all) {
