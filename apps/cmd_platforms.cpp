@@ -187,6 +187,21 @@ void check_platform(const std::string& name_or_file, const std::string& format_t
                                     n.link_bandwidth_Bps / GIGA, p.node.nics, n.protocol_efficiency)});
   t.add_row({"transport", fmt::format("{} between nodes ({}), {} inside a node", n.transport,
                                       platforms::transport_by_name(n.transport).description, p.node.intra.transport)});
+  if (p.node.intra.kind == platforms::IntraNodeKind::PCIE && p.node.gpus > 1) {
+    const auto level = p.node.intra.p2p_level;
+    const char* reach = level == platforms::P2pLevel::SWITCH        ? "only GPUs under one PCIe switch"
+                        : level == platforms::P2pLevel::HOST_BRIDGE ? "GPUs of one CPU socket"
+                                                                    : "every GPU pair";
+    const std::string why = p.node.intra.p2p_level_stated
+                                ? std::string("stated")
+                                : fmt::format("default: NCCL 2.7's rule for CPU '{}' ({})", p.node.cpu,
+                                              p.cpu_device().microarchitecture.empty()
+                                                  ? std::string("microarchitecture not stated")
+                                                  : p.cpu_device().microarchitecture);
+    t.add_row({"GPU peer to peer", fmt::format("p2p_level {} ({}): {}; {}", platforms::p2p_level_name(level), why, reach,
+                                               p.any_gpus_staged() ? "other pairs stage through host memory"
+                                                                   : "no pair stages through host memory")});
+  }
   if (p.gpu_nic_via_host_memory())
     t.add_row({"GPU to NIC", fmt::format("through host memory (no GPUDirect RDMA: node.intra.gpudirect_rdma false), "
                                          "{:.2f} GB/s per node, send and receive sharing it",

@@ -77,13 +77,14 @@ def fit_pcie():
     pts = [dict(bench=r[1], setup=r[2], value=float(r[4]) * UNIT_BPS[r[5]], use=r[6], src=r[7]) for r in rows]
     dma = [p["value"] for p in pts if p["bench"].startswith("bandwidthTest") and p["use"] == "fit"]
     eff = sum(dma) / len(dma) / PCIE_GEN3_X16_BPS
-    shm = [p["value"] for p in pts if p["bench"] == "nccl_allreduce_busbw_shm"][0]
-    host_eff = 2 * shm / PCIE_GEN3_X16_BPS  # two opposite flows shared the host path
+    shm = [p["value"] for p in pts if p["bench"] == "nccl_shm_across_sockets" and p["use"] == "fit"][0]
+    host_eff = 2 * shm / PCIE_GEN3_X16_BPS  # a ring's two opposite flows share the host path
     no_gdr = [p["value"] for p in pts if p["bench"] == "nccl_allreduce_busbw_no_gdr" and p["use"] == "fit"]
     nic_eff = 2 * sum(no_gdr) / len(no_gdr) / PCIE_GEN3_X16_BPS  # send and receive shared the GPU <-> NIC path
     print(f"\n## pcie (from {os.path.relpath(PCIE_DATA, os.path.dirname(HERE))}), gen3 x16 = {PCIE_GEN3_X16_BPS / 1e9:.3f} GB/s")
     print(f"link_efficiency = {eff:.4f} (mean of {len(dma)} pinned bandwidthTest figures, {sum(dma) / len(dma) / 1e9:.3f} GB/s)")
-    print(f"host_staging_efficiency = {host_eff:.4f} (2 x {shm / 1e9:.2f} GB/s NCCL SHM allreduce, bidirectional)")
+    print(f"host_staging_efficiency = {host_eff:.4f} (2 x {shm / 1e9:.2f} GB/s NCCL SHM with its default channels, "
+          f"both directions at once)")
     print(f"nic_host_efficiency = {nic_eff:.4f} (2 x the mean of {len(no_gdr)} NCCL allreduce figures without GPUDirect "
           f"RDMA, {sum(no_gdr) / len(no_gdr) / 1e9:.2f} GB/s; gen3 x16 assumed)")
     dma_Bps, host_Bps = eff * PCIE_GEN3_X16_BPS, host_eff * PCIE_GEN3_X16_BPS
@@ -94,7 +95,7 @@ def fit_pcie():
         "nccl_allreduce_busbw_shm": host_Bps / 2, "nccl_allgather_busbw_shm": host_Bps / 2,
         "nccl_reducescatter_busbw_shm": host_Bps / 2,
         "nccl_broadcast_busbw_shm": one_staged, "nccl_reduce_busbw_shm": one_staged,
-        "nccl_shm_across_sockets": one_staged, "cudaMemcpyPeer_staged": one_staged,
+        "nccl_shm_across_sockets": host_Bps / 2, "cudaMemcpyPeer_staged": one_staged,
         "nccl_allreduce_busbw_no_gdr": nic_eff * PCIE_GEN3_X16_BPS / 2,
         "nccl_nic_on_cpu_busbw": nic_eff * 2 * PCIE_GEN3_X16_BPS / 2,  # gen4 x16: twice the gen3 link
     }

@@ -33,6 +33,9 @@ struct Device {
   // Socket-to-socket link bandwidth per direction, all links together (UPI / QPI), what remote-memory
   // traffic of a process spanning sockets crosses; 0 = not stated (no NUMA cost is modelled).
   double socket_link_Bps = 0;
+  // CPUs only, optional: the core generation (cpu_microarchitectures() lists the names), what a
+  // collective library's topology rules key on; "" = not stated.
+  std::string microarchitecture;
   std::string source;        // where the figures come from
   // Additions (platforms engineer): stated assumptions, per-figure sources, host-resolved facts.
   std::string assumptions;                         // figures that are assumed, and why
@@ -42,11 +45,16 @@ struct Device {
   std::string isa;           // CPUs: "avx512", "avx2", "avx", "sse" (from the SIMD width or cpuinfo)
 
   bool is_cpu() const { return kind == DeviceKind::CPU; }
+  // An Intel core older than Skylake-SP (CPUID family 6, model below 0x55): NCCL's topology class "BDW".
+  bool intel_before_skylake_sp() const;
   // CPUs: cores x clock_hz x simd_width_fp32 x fma_units x 2 (FMA = 2 FLOPs); GPUs: peak_flops.
   double formula_peak_flops() const;
   // The source of one figure: its own source if it has one, else the device's.
   const std::string& source_of(std::string_view field) const;
 };
+
+// The CPU microarchitectures devices.yaml accepts, oldest first per vendor.
+const std::vector<std::string>& cpu_microarchitectures();
 
 // Facts about the machine dtsim runs on, as read from /proc (injectable for tests).
 struct HostFacts {

@@ -17,6 +17,17 @@ enum class IntraNodeKind {
   NVSWITCH,                  // every GPU's bricks into NVSwitches: all-to-all at the per-GPU NVLink bandwidth
 };
 
+// GPU pairs that move bytes peer to peer on a pcie node, nearest first (NCCL's path types).
+enum class P2pLevel {
+  SWITCH,       // "pxb": only GPUs under a common PCIe switch
+  HOST_BRIDGE,  // "phb": also through their socket's host bridge (root complex)
+  SYSTEM,       // "sys": also across CPU sockets (QPI/UPI)
+};
+const char* p2p_level_name(P2pLevel level);
+// NCCL 2.7's rule (src/graph/paths.cc, ncclTopoCheckP2p), the default when a file does not state it:
+// Intel CPUs older than Skylake-SP allow P2P only under a switch, other CPUs through the host bridge.
+P2pLevel default_p2p_level(const Device& cpu);
+
 // One direct NVLink connection of an `nvlink` node: GPUs a and b joined by `bricks` links.
 struct NvlinkPair {
   int a = 0, b = 0, bricks = 1;
@@ -34,9 +45,10 @@ struct IntraNode {
   std::string transport = "ideal";
   std::vector<NvlinkPair> pairs;  // nvlink: the direct connections (any other pair goes through PCIe)
   int links_per_gpu = 0;          // nvswitch: NVLink bricks from each GPU into the switches
-  // pcie: GPUs under different CPU sockets reach each other peer to peer (false, the default: no P2P
-  // through QPI/UPI, so bytes are staged through host memory; docs/transports.md)
-  bool p2p_across_sockets = false;
+  // pcie: how far apart two GPUs of a node may be and still move bytes peer to peer (NCCL's
+  // NCCL_P2P_LEVEL words); a pair beyond it stages through host memory (docs/transports.md).
+  P2pLevel p2p_level = P2pLevel::HOST_BRIDGE;
+  bool p2p_level_stated = false;  // false: the default rule of default_p2p_level chose it
   // pcie with network transport rdma: the GPUs' bytes reach the NIC by GPUDirect RDMA (true), or
   // through their socket's host memory (false, the default): NCCL sends by GPUDirect RDMA only from
   // GPUs with NVLink (pre-Ampere) and receives by it only when GPU and NIC share a PCIe switch
@@ -114,6 +126,11 @@ struct Node {
   std::string source;  // where the node figures come from
   // The CPU socket GPU `gpu` hangs off: GPUs split evenly and in order across cpu_sockets.
   int gpu_socket(int gpu) const;
+  // The PCIe switch GPU `gpu` sits under (pcie / NVLink kinds with devices_per_switch), else -1.
+  int gpu_switch(int gpu) const;
+  // pcie: GPUs a and b (a != b) are farther apart than intra.p2p_level allows, so their bytes stage
+  // through host memory (when the intra transport stages at all: Platform::gpus_staged).
+  bool beyond_p2p_level(int a, int b) const;
 };
 
 struct Platform {
@@ -150,6 +167,11 @@ struct Platform {
   // docs/transports.md "GPU to NIC").
   double gpu_nic_host_Bps() const;
   bool gpu_nic_via_host_memory() const { return gpu_nic_host_Bps() > 0; }
+  // GPUs a and b of one node move bytes through host memory (D2H copy, a socket's host-memory path,
+  // H2D copy): a pcie pair beyond intra.p2p_level, on an intra transport that stages device bytes
+  // (host_staging_efficiency > 0). The one decision the builder's routes and the flow plans share.
+  bool gpus_staged(int a, int b) const;
+  bool any_gpus_staged() const;  // for some pair of the node's GPUs
 };
 
 // The names used in platform files ("pcie", "fat-tree", "parallel-fs", ...).

@@ -40,7 +40,7 @@ struct Transport {
   // DEVICE_LINK: fraction of the nominal device link (node.intra.link_bandwidth_Bps) that DMA copies reach,
   // used instead of the network's protocol_efficiency; 0 = use protocol_efficiency.
   double link_efficiency = 0;
-  // DEVICE_LINK without peer-to-peer (GPUs under different CPU sockets): capacity of one socket's host-memory
+  // DEVICE_LINK without peer-to-peer (GPU pairs beyond node.intra.p2p_level): capacity of one socket's host-memory
   // path for device bytes staged through it, both directions sharing it, as a fraction of the device link.
   double host_staging_efficiency = 0;
   // DEVICE_LINK, GPUs that reach the NIC without GPUDirect RDMA: capacity of the node's GPU <-> NIC path

@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -108,6 +109,23 @@ std::string isa_of(int simd_width_fp32) {
   }
 }
 
+// name, Intel before Skylake-SP (NCCL's src/graph/topo.cc classes Intel CPUs by CPUID: family 6 and
+// model >= 0x55 is Skylake or later, anything older "BDW"). Knights Landing (model 0x57) lands in the
+// Skylake class by that rule.
+struct Microarchitecture {
+  const char* name;
+  bool intel_before_skylake_sp;
+};
+constexpr std::array MICROARCHITECTURES = {
+    Microarchitecture{"sandy-bridge", true},   Microarchitecture{"ivy-bridge", true},
+    Microarchitecture{"haswell", true},        Microarchitecture{"broadwell", true},
+    Microarchitecture{"skylake", false},       Microarchitecture{"knights-landing", false},
+    Microarchitecture{"cascade-lake", false},  Microarchitecture{"ice-lake", false},
+    Microarchitecture{"sapphire-rapids", false}, Microarchitecture{"emerald-rapids", false},
+    Microarchitecture{"zen", false},           Microarchitecture{"zen2", false},
+    Microarchitecture{"zen3", false},          Microarchitecture{"zen4", false},
+};
+
 constexpr int MAX_CORES_PER_SOCKET = 1024;  // sanity bound on input, not a hardware figure
 constexpr int MAX_SIMD_WIDTH = 64;
 constexpr int MAX_FMA_UNITS = 8;
@@ -117,7 +135,8 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   yaml::check_keys(entry,
                    {"name", "kind", "description", "peak_flops", "mem_bandwidth_Bps", "mem_capacity_B", "cores",
                     "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "source", "assumptions",
-                    "resolve", "aliases", "sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops", "socket_link_Bps"},
+                    "resolve", "aliases", "sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops", "socket_link_Bps",
+                    "microarchitecture"},
                    origin, "device");
   Device d;
   d.name = yaml::required<std::string>(entry, "name", origin, "device");
@@ -147,7 +166,8 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
 
   if (d.kind == DeviceKind::GPU) {
     if (!resolve.empty()) yaml::fail(entry["resolve"], origin, context, "field 'resolve' is only for CPUs");
-    for (const char* cpu_only : {"cores", "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "socket_link_Bps"})
+    for (const char* cpu_only :
+         {"cores", "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "socket_link_Bps", "microarchitecture"})
       if (entry[cpu_only]) yaml::fail(entry[cpu_only], origin, context, fmt::format("field '{}' is only for CPUs", cpu_only));
     d.peak_flops = read_figure(entry, "peak_flops", origin, context, d, true);
     d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
@@ -187,6 +207,14 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
       read_count(entry, "threads_per_core", origin, context, d, !from_host, MAX_THREADS_PER_CORE, d.threads_per_core);
   d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
   d.socket_link_Bps = read_figure(entry, "socket_link_Bps", origin, context, d, false, 0);
+  d.microarchitecture = yaml::optional<std::string>(entry, "microarchitecture", "", origin, context);
+  if (entry["microarchitecture"]) {
+    const auto& known = cpu_microarchitectures();
+    if (std::find(known.begin(), known.end(), d.microarchitecture) == known.end())
+      yaml::fail(entry["microarchitecture"], origin, context,
+                 fmt::format("field 'microarchitecture' must be one of {}, got '{}'", fmt::join(known, ", "),
+                             d.microarchitecture));
+  }
   d.mem_capacity_B = read_figure(entry, "mem_capacity_B", origin, context, d, !from_host, d.mem_capacity_B);
   if (from_host && (d.cores <= 0 || d.clock_hz <= 0 || d.simd_width_fp32 <= 0 || d.mem_capacity_B <= 0))
     throw Failure(fmt::format("device 'host': could not resolve cores/clock/ISA/memory from /proc (cores {}, clock {} Hz, "
@@ -201,6 +229,21 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
 }
 
 }  // namespace
+
+const std::vector<std::string>& cpu_microarchitectures() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& m : MICROARCHITECTURES) v.emplace_back(m.name);
+    return v;
+  }();
+  return names;
+}
+
+bool Device::intel_before_skylake_sp() const {
+  for (const auto& m : MICROARCHITECTURES)
+    if (microarchitecture == m.name) return m.intel_before_skylake_sp;
+  return false;
+}
 
 double Device::formula_peak_flops() const {
   if (kind == DeviceKind::GPU) return peak_flops;

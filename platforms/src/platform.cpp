@@ -155,8 +155,8 @@ std::string parse_transport(Reader& r, const YAML::Node& map, const std::string&
 IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) {
   yaml::check_keys(map,
                    {"kind", "link_bandwidth_Bps", "latency_s", "devices_per_switch", "uplink_bandwidth_Bps",
-                    "links_per_pair", "pairs", "links_per_gpu", "p2p_across_sockets", "gpudirect_rdma", "transport", "source",
-                    "assumptions"},
+                    "links_per_pair", "pairs", "links_per_gpu", "p2p_level", "p2p_across_sockets", "gpudirect_rdma",
+                    "transport", "source", "assumptions"},
                    r.origin(), ctx);
   IntraNode in;
   in.kind = parse_enum<IntraNodeKind>(r, map, "kind", ctx,
@@ -173,9 +173,16 @@ IntraNode parse_intra(Reader& r, const YAML::Node& map, const std::string& ctx) 
   in.transport = parse_transport(r, map, ctx, TransportScope::INTRA_NODE,
                                  default_intra_transport(r.text(map, "kind", ctx, true)));
   in.links_per_gpu = r.integer(map, "links_per_gpu", ctx, false, 1, 64, 0);
-  in.p2p_across_sockets = yaml::optional<bool>(map, "p2p_across_sockets", false, r.origin(), ctx);
-  if (map["p2p_across_sockets"] && in.kind != IntraNodeKind::PCIE)
-    r.fail(map["p2p_across_sockets"], ctx, "field 'p2p_across_sockets' is only for kind 'pcie'");
+  if (map["p2p_across_sockets"])  // the field before p2p_level: one vocabulary, NCCL_P2P_LEVEL's words
+    r.fail(map["p2p_across_sockets"], ctx,
+           "field 'p2p_across_sockets' is now 'p2p_level' (pxb, phb or sys; 'p2p_across_sockets: true' is 'p2p_level: sys')");
+  if (map["p2p_level"]) {
+    if (in.kind != IntraNodeKind::PCIE) r.fail(map["p2p_level"], ctx, "field 'p2p_level' is only for kind 'pcie'");
+    in.p2p_level = parse_enum<P2pLevel>(
+        r, map, "p2p_level", ctx,
+        {{"pxb", P2pLevel::SWITCH}, {"phb", P2pLevel::HOST_BRIDGE}, {"sys", P2pLevel::SYSTEM}});
+    in.p2p_level_stated = true;
+  }
   in.gpudirect_rdma = yaml::optional<bool>(map, "gpudirect_rdma", false, r.origin(), ctx);
   if (map["gpudirect_rdma"] && in.kind != IntraNodeKind::PCIE)
     r.fail(map["gpudirect_rdma"], ctx,
@@ -252,6 +259,7 @@ void parse_node(Reader& r, const YAML::Node& map, Platform& p) {
   n.source = r.text(map, "source", ctx, true);
   if (!map["intra"]) r.fail(map, ctx, "missing required field 'intra'");
   n.intra = parse_intra(r, map["intra"], "node.intra");
+  if (!n.intra.p2p_level_stated) n.intra.p2p_level = default_p2p_level(*cpu);
 
   // Cross checks: the intra-node topology must match the device count.
   const YAML::Node at = map["intra"]["kind"];
@@ -493,6 +501,44 @@ int Node::gpu_socket(int gpu) const {
   const int sockets = std::max(1, cpu_sockets);
   const int per_socket = std::max(1, (gpus + sockets - 1) / sockets);
   return std::min(sockets - 1, std::max(0, gpu) / per_socket);
+}
+
+int Node::gpu_switch(int gpu) const {
+  const bool switched = intra.kind != IntraNodeKind::SHARED_MEMORY && intra.devices_per_switch > 0 &&
+                        intra.uplink_bandwidth_Bps > 0;
+  return switched ? gpu / intra.devices_per_switch : -1;
+}
+
+bool Node::beyond_p2p_level(int a, int b) const {
+  if (intra.kind != IntraNodeKind::PCIE || a == b) return false;
+  if (gpu_switch(a) >= 0 && gpu_switch(a) == gpu_switch(b)) return false;  // under one switch: always P2P
+  if (gpu_socket(a) != gpu_socket(b)) return intra.p2p_level != P2pLevel::SYSTEM;
+  return intra.p2p_level == P2pLevel::SWITCH;  // through the socket's host bridge
+}
+
+const char* p2p_level_name(P2pLevel level) {
+  switch (level) {
+    case P2pLevel::SWITCH: return "pxb";
+    case P2pLevel::HOST_BRIDGE: return "phb";
+    case P2pLevel::SYSTEM: return "sys";
+  }
+  return "?";
+}
+
+P2pLevel default_p2p_level(const Device& cpu) {
+  return cpu.intel_before_skylake_sp() ? P2pLevel::SWITCH : P2pLevel::HOST_BRIDGE;
+}
+
+bool Platform::gpus_staged(int a, int b) const {
+  return node.beyond_p2p_level(a, b) &&
+         transport_by_name(node.intra.transport, TransportScope::INTRA_NODE).host_staging_efficiency > 0;
+}
+
+bool Platform::any_gpus_staged() const {
+  for (int a = 0; a < node.gpus; ++a)
+    for (int b = a + 1; b < node.gpus; ++b)
+      if (gpus_staged(a, b)) return true;
+  return false;
 }
 
 const Device& Platform::worker_device() const {

@@ -161,10 +161,11 @@ struct NodeBuilder {
       }
       add_both(zone, devs[g]->get_netpoint(), node_host->get_netpoint(), to_cpu[g]);
     }
-    // Host-memory path of each socket for device bytes staged across sockets: one shared link (both
-    // directions), so opposite staged flows through one socket split it (NCCL SHM, docs/transports.md).
+    // Host-memory path of each socket for device bytes staged between GPUs beyond the P2P level: one
+    // shared link (both directions), so opposite staged flows through one socket split it (NCCL SHM,
+    // docs/transports.md).
     std::vector<s4u::Link*> host_stage;
-    if (pcie && gpus > 1 && host_staged_across_sockets(p)) {
+    if (pcie && gpus > 1 && p.any_gpus_staged()) {
       const double stage_Bps =
           intra.link_bandwidth_Bps * platforms::transport_by_name(intra.transport).host_staging_efficiency;
       for (int k = 0; k < p.node.cpu_sockets; ++k)
@@ -259,7 +260,7 @@ struct NodeBuilder {
           }
         } else if (pcie && !switches.empty() && a / intra.devices_per_switch == b / intra.devices_per_switch) {
           route = {LinkInRoute(own[a], Dir::UP), LinkInRoute(own[b], Dir::DOWN)};  // peer to peer under one switch
-        } else if (!host_stage.empty() && p.node.gpu_socket(a) != p.node.gpu_socket(b)) {
+        } else if (pcie && p.gpus_staged(a, b)) {
           // Staged through the receiver's socket memory, each direction on its own route.
           auto staged = [&](int from, int to) {
             std::vector<LinkInRoute> r = to_cpu[from];
@@ -438,13 +439,6 @@ LinkRole describe_link(const std::string& name) {
   if (base == "backbone") return {"fabric", -1, "switch backbone"};
   if (base == "pfs") return {"storage", -1, "parallel file system"};
   return {"fabric", -1, "fabric link " + name};
-}
-
-bool host_staged_across_sockets(const platforms::Platform& p) {
-  const auto& in = p.node.intra;
-  return in.kind == platforms::IntraNodeKind::PCIE && p.node.cpu_sockets >= 2 && p.node.gpus >= 2 &&
-         !in.p2p_across_sockets &&
-         platforms::transport_by_name(in.transport, platforms::TransportScope::INTRA_NODE).host_staging_efficiency > 0;
 }
 
 void configure_network_model(const platforms::Platform& /*p*/) {

@@ -37,10 +37,6 @@ inline constexpr double NOMINAL_HOST_SPEED_FLOPS = 1e9;
 // platform's capacity; throws InputError naming the platform file and field.
 void validate_for_simulation(const platforms::Platform& platform, const Layout& layout);
 
-// True when the node's GPUs under different CPU sockets reach each other through host memory (pcie
-// intra-node, >= 2 sockets, no P2P across them, an intra transport that models the staging).
-bool host_staged_across_sockets(const platforms::Platform& platform);
-
 // Sets the SimGrid network model and its factors from the platform. Must run after the Engine is
 // created and before any zone exists.
 void configure_network_model(const platforms::Platform& platform);

@@ -24,15 +24,19 @@ FlowTransports::FlowTransports(const platforms::Platform& p, const BuiltPlatform
                                                                                         : p.node.intra.link_bandwidth_Bps) *
                 (intra_->link_efficiency > 0 ? intra_->link_efficiency : 1.0)),
       copy_latency_s_(p.node.intra.latency_s),
-      staged_across_sockets_(host_staged_across_sockets(p)),
       host_stage_Bps_(p.node.intra.link_bandwidth_Bps * intra_->host_staging_efficiency),
       connections_(p.network.connections_per_peer > 0 ? p.network.connections_per_peer
                                                       : network_->default_connections_per_peer) {
   const bool gpus = p.has_gpus();
   const int per_node = std::max(1, built.workers_per_node);
   for (size_t r = 0; r < built.workers.size(); ++r)
-    places_[built.workers[r]] = {static_cast<int>(r) / per_node, gpus,
-                                 gpus ? p.node.gpu_socket(static_cast<int>(r) % per_node) : 0};
+    places_[built.workers[r]] = {static_cast<int>(r) / per_node, gpus, gpus ? static_cast<int>(r) % per_node : -1};
+  if (gpus && p.any_gpus_staged()) {
+    node_gpus_ = p.node.gpus;
+    staged_pairs_.assign(static_cast<size_t>(node_gpus_) * node_gpus_, 0);
+    for (int a = 0; a < node_gpus_; ++a)
+      for (int b = 0; b < node_gpus_; ++b) staged_pairs_[static_cast<size_t>(a) * node_gpus_ + b] = p.gpus_staged(a, b);
+  }
   for (size_t n = 0; n < built.node_hosts.size(); ++n) places_[built.node_hosts[n]] = {static_cast<int>(n), false};
   // A split node's server end is reached over the network even from its own devices: a place of its own.
   for (size_t n = 0; n < built.split_server_hosts.size(); ++n)
@@ -76,12 +80,16 @@ FlowPlan FlowTransports::plan(const s4u::Host* src, const s4u::Host* dst, double
   if (!inter_node(src, dst)) {
     const Place* a = place(src);
     const Place* b = place(dst);
-    if (staged_across_sockets_ && a != nullptr && b != nullptr && a->device && b->device && a->socket != b->socket) {
+    if (!staged_pairs_.empty() && a != nullptr && b != nullptr && a->device && b->device && a->gpu < node_gpus_ &&
+        b->gpu < node_gpus_ && staged_pairs_[static_cast<size_t>(a->gpu) * node_gpus_ + b->gpu]) {
       // D2H copy, host-memory hop, H2D copy, pipelined in chunks (NCCL SHM / CUDA-aware MPI staging).
       const auto pipe = platforms::staged_pipeline(bytes, intra_->chunk_B, 2, copy_latency_s_, copy_Bps_, host_stage_Bps_);
       plan.start_delay_s = pipe.fill_s;
       plan.rate_cap_Bps = pipe.stage_rate_Bps;
       plan.cap_only = true;
+      // A bound, not a factor: a factor below 1 would charge every link of the route rate / factor, so a
+      // host path's bytes would count 1 / factor times over against the capacity measured in bytes.
+      plan.cap_is_bound = true;
     }
     return plan;
   }

@@ -22,11 +22,11 @@ struct FlowPlan {
   double start_delay_s = 0;  // host-staged: pipeline fill and drain of the copies
   double rate_cap_Bps = 0;   // 0 = none; else the flow's rate bound (TCP connections, staged pipeline rate)
   bool cap_only = false;     // staged inside a node: the cap alone bounds the flow (its stages hold the DMA rate)
-  // The cap is the flow's own limit (a TCP connection's copy and segment processing on one core), not a
-  // pipeline through shared resources: it bounds the flow's rate and takes no link capacity beyond that
-  // rate (World::transfer sets it as the action's bound). Otherwise the cap is folded into the bandwidth
-  // factor, and SimGrid 3.32 charges the flow rate / factor on every link of its route (a staged pipeline
-  // holds its links for the whole transfer; docs/transports.md).
+  // The cap bounds the flow's rate and takes no link capacity beyond that rate (World::transfer sets it
+  // as the action's bound): a TCP connection's own limit (copy and segment processing on one core), and a
+  // staged pipeline inside a node, whose links (the host-memory path) are capacities in bytes moved.
+  // Otherwise the cap is folded into the bandwidth factor, and SimGrid 3.32 charges the flow rate / factor
+  // on every link of its route (the inter-node host-staged pipeline; docs/transports.md).
   bool cap_is_bound = false;
 };
 
@@ -53,7 +53,7 @@ class FlowTransports {
   struct Place {
     int node = -1;
     bool device = false;  // a GPU (its buffers sit behind the device link)
-    int socket = 0;       // the CPU socket a GPU hangs off (platforms::Node::gpu_socket)
+    int gpu = -1;         // a GPU's index in its node
   };
   const Place* place(const simgrid::s4u::Host* h) const;
 
@@ -63,7 +63,9 @@ class FlowTransports {
   double port_Bps_;          // one NIC port
   double copy_Bps_;          // device <-> host copy rate (the device's PCIe link x the pcie DMA efficiency)
   double copy_latency_s_;
-  bool staged_across_sockets_;  // pcie without P2P between sockets: such GPU pairs stage through host memory
+  // [a * gpus + b]: GPUs a and b of a node stage through host memory (platforms::Platform::gpus_staged)
+  std::vector<char> staged_pairs_;
+  int node_gpus_ = 0;
   double host_stage_Bps_;       // one socket's host-memory path for staged device bytes
   int connections_;
   std::unordered_map<const simgrid::s4u::Host*, Place> places_;

@@ -192,6 +192,16 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     CHECK(error_of(write_temp("d10.yaml", std::string(GOOD_CPU) + "    sgemm_efficiency: 0.5\n"))
               .find("only for GPUs") != std::string::npos);
   }
+  SECTION("microarchitecture: a CPU field from the known list") {
+    const auto cpu = std::string(GOOD_CPU);
+    const auto cat = DeviceCatalog::load(write_temp("d11.yaml", cpu + "    microarchitecture: broadwell\n"));
+    CHECK(cat.by_name("cpu-a").microarchitecture == "broadwell");
+    CHECK(cat.by_name("cpu-a").intel_before_skylake_sp());
+    const auto bad = error_of(write_temp("d12.yaml", cpu + "    microarchitecture: netburst\n"));
+    CHECK(bad.find("d12.yaml:") != std::string::npos);
+    CHECK(bad.find("field 'microarchitecture' must be one of sandy-bridge, ") != std::string::npos);
+    CHECK(bad.find("got 'netburst'") != std::string::npos);
+  }
   SECTION("figure with its own source must have a value") {
     std::string text = GOOD_CPU;
     text.replace(text.find("clock_hz: 2.0e9"), 15, "clock_hz: {source: x}");

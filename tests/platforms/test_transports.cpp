@@ -185,7 +185,7 @@ TEST_CASE("platforms::Transport: pcie constants follow from the published microb
   const double dma_Bps = (11688.2 + 12886.0 + 12150.7 + 12890.6) / 4 * 1.024e6;
   CHECK(pcie.link_efficiency == Approx(dma_Bps / gen3_x16_Bps).epsilon(1e-12));
   CHECK(pcie.link_efficiency == Approx(0.806).margin(0.001));
-  CHECK(pcie.host_staging_efficiency == Approx(2 * 3.9e9 / gen3_x16_Bps).epsilon(1e-12));  // NCCL SHM, nccl#384
+  CHECK(pcie.host_staging_efficiency == Approx(2 * 7.5e9 / gen3_x16_Bps).epsilon(1e-12));  // NCCL SHM, nccl#406
   // GPU <-> NIC without GPUDirect RDMA: 2 x the mean of nccl #243 (5.7 GB/s) and #465 (6.0 GB/s).
   CHECK(pcie.nic_host_efficiency == Approx(2 * (5.7e9 + 6.0e9) / 2 / gen3_x16_Bps).epsilon(1e-12));
   CHECK(pcie.nic_host_efficiency == Approx(0.743).margin(0.001));
@@ -194,13 +194,13 @@ TEST_CASE("platforms::Transport: pcie constants follow from the published microb
   CHECK(pcie.bandwidth_factor(1e9, 0.5) == Approx(pcie.link_efficiency).epsilon(1e-12));
 }
 
-TEST_CASE("platforms::load_platform: p2p_across_sockets is a pcie field, a boolean, false by default", "[platforms]") {
-  CHECK(!load_text("EDR InfiniBand", "").node.intra.p2p_across_sockets);
-  {
+TEST_CASE("platforms::load_platform: p2p_level is a pcie field, by default NCCL 2.7's rule for the node's CPU",
+          "[platforms]") {
+  auto error_of = [](const std::string& from, const std::string& to) {
     std::string text = EDR_STAR;
     text.replace(text.find("TECH"), 4, "EDR InfiniBand");
     text.replace(text.find("EXTRA"), 5, "");
-    text.replace(text.find("    source: t\nnetwork"), 14, "    p2p_across_sockets: true\n    source: t\n");
+    text.replace(text.find(from), from.size(), to);
     const auto path = std::filesystem::temp_directory_path() / ("dtsim_ttest_p2p_" + std::to_string(::getpid()) + ".yaml");
     std::ofstream(path) << text;
     std::string msg;
@@ -210,15 +210,57 @@ TEST_CASE("platforms::load_platform: p2p_across_sockets is a pcie field, a boole
       msg = e.what();
     }
     std::filesystem::remove(path);
-    CHECK(contains(msg, "field 'p2p_across_sockets' is only for kind 'pcie'"));
     CHECK(contains(msg, "dtsim_ttest_p2p_"));
+    return msg;
+  };
+  const std::string intra_end = "    source: t\nnetwork";
+  CHECK(contains(error_of(intra_end, "    p2p_level: sys\n" + intra_end), "field 'p2p_level' is only for kind 'pcie'"));
+  const std::string pcie_intra = "    kind: pcie\n    link_bandwidth_Bps: 15.75e9\n    latency_s: 1e-6\n";
+  const std::string gpus = "  source: t\n  intra:\n    kind: shared-memory\n    link_bandwidth_Bps: 10e9\n    latency_s: 0.4e-6\n";
+  const std::string gpu_node = "  gpu: p100-pcie\n  gpus: 4\n  source: t\n  intra:\n" + pcie_intra;
+  CHECK(contains(error_of(gpus, gpu_node + "    p2p_level: all\n"),
+                 "field 'p2p_level' must be one of pxb, phb, sys, got 'all'"));
+  CHECK(contains(error_of(gpus, gpu_node + "    p2p_across_sockets: true\n"),
+                 "'p2p_across_sockets: true' is 'p2p_level: sys'"));
+
+  // The default: Intel before Skylake-SP (NCCL's "BDW" class) only under a switch; later CPUs through the
+  // host bridge of their socket.
+  Platform bdw = load_platform("aws-p2-8xlarge");  // Xeon E5-2686 v4, Broadwell
+  CHECK(bdw.node.intra.p2p_level == P2pLevel::SWITCH);
+  CHECK(!bdw.node.intra.p2p_level_stated);
+  CHECK(load_platform("pitzer-gpu").node.intra.p2p_level == P2pLevel::HOST_BRIDGE);  // Gold 6148, Skylake
+  CHECK(load_platform("dgx-a100-cluster").node.intra.p2p_level == P2pLevel::HOST_BRIDGE);  // EPYC, not Intel
+  CHECK(bdw.node.gpu_socket(3) == 0);
+  CHECK(bdw.node.gpu_socket(4) == 1);
+  // 8 GK210 under 4 board switches, 2 sockets: which pairs are beyond each level.
+  CHECK(!bdw.node.beyond_p2p_level(0, 1));  // one switch: always peer to peer
+  CHECK(bdw.node.beyond_p2p_level(1, 2));   // same socket, two switches: the host bridge
+  CHECK(bdw.node.beyond_p2p_level(3, 4));   // across sockets
+  CHECK(bdw.gpus_staged(1, 2));
+  bdw.node.intra.p2p_level = P2pLevel::HOST_BRIDGE;
+  CHECK(!bdw.node.beyond_p2p_level(1, 2));
+  CHECK(bdw.node.beyond_p2p_level(3, 4));
+  bdw.node.intra.p2p_level = P2pLevel::SYSTEM;
+  CHECK(!bdw.node.beyond_p2p_level(3, 4));
+  CHECK(!bdw.any_gpus_staged());
+  bdw.node.intra.p2p_level = P2pLevel::SWITCH;
+  bdw.node.intra.transport = "ideal";  // a transport that does not stage keeps every pair direct
+  CHECK(!bdw.any_gpus_staged());
+  bdw.node.cpu_sockets = 1;
+  CHECK(bdw.node.gpu_socket(7) == 0);
+}
+
+TEST_CASE("platforms::DeviceCatalog: microarchitecture is a CPU field from a known list", "[platforms]") {
+  const auto& catalog = DeviceCatalog::builtin();
+  CHECK(catalog.by_name("xeon-e5-2690-v3").intel_before_skylake_sp());
+  CHECK(catalog.by_name("xeon-e5-2680-v4").intel_before_skylake_sp());
+  CHECK(!catalog.by_name("xeon-gold-6148").intel_before_skylake_sp());
+  CHECK(!catalog.by_name("epyc-7742").intel_before_skylake_sp());
+  for (const auto& name : catalog.names()) {
+    const Device& d = catalog.by_name(name);
+    INFO(name);
+    if (!d.is_cpu()) CHECK(d.microarchitecture.empty());
   }
-  Platform p = load_platform("aws-p2-8xlarge");
-  CHECK(!p.node.intra.p2p_across_sockets);
-  CHECK(p.node.gpu_socket(3) == 0);
-  CHECK(p.node.gpu_socket(4) == 1);
-  p.node.cpu_sockets = 1;
-  CHECK(p.node.gpu_socket(7) == 0);
 }
 
 TEST_CASE("platforms::load_platform: gpudirect_rdma is a pcie field for network transport rdma", "[platforms]") {

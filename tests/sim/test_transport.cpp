@@ -199,7 +199,7 @@ TEST_CASE("sim::Transport: GPUs on different sockets stage through host memory, 
   CHECK(shared == Approx(bytes / (host_Bps / 2)).epsilon(1e-9));
   // With P2P across sockets, or one socket, there is no staging: the plain DMA band.
   auto p2p = p;
-  p2p.node.intra.p2p_across_sockets = true;
+  p2p.node.intra.p2p_level = platforms::P2pLevel::SYSTEM;
   auto one_socket = p;
   one_socket.node.cpu_sockets = 1;
   for (const auto& q : {p2p, one_socket}) {
@@ -208,6 +208,18 @@ TEST_CASE("sim::Transport: GPUs on different sockets stage through host memory, 
     });
     CHECK(direct == Approx(bytes / copy_Bps).epsilon(1e-9));
   }
+  // One socket at p2p_level pxb (NCCL 2.7 on Intel before Skylake-SP): GPUs under different switches
+  // stage through that socket's host memory, the same pipelined sum; GPUs under one switch stay direct.
+  auto pxb = one_socket;
+  pxb.node.intra.p2p_level = platforms::P2pLevel::SWITCH;
+  const double via_host = in_world(pxb, {1, 4, 0}, [&](World& w) {
+    return one_flow(w, w.worker_host(1), w.worker_host(2), bytes) - w.route_latency_s(w.worker_host(1), w.worker_host(2));
+  });
+  CHECK(via_host == Approx(pipelined).epsilon(1e-9));
+  const double under_switch = in_world(pxb, {1, 4, 0}, [&](World& w) {
+    return one_flow(w, w.worker_host(2), w.worker_host(3), bytes) - w.route_latency_s(w.worker_host(2), w.worker_host(3));
+  });
+  CHECK(under_switch == Approx(bytes / copy_Bps).epsilon(1e-9));
   // The ideal intra transport (platforms built in code) keeps the old route and rate.
   auto ideal = p;
   ideal.node.intra.transport = "ideal";
