@@ -163,7 +163,11 @@ void check_platform(const std::string& name_or_file, const std::string& format_t
                         {"network", n.technology},
                         {"transport", n.transport},
                         {"intra_transport", p.node.intra.transport},
+                        {"p2p_level", p.node.intra.kind == platforms::IntraNodeKind::PCIE
+                                          ? nlohmann::json(platforms::p2p_level_name(p.node.intra.p2p_level))
+                                          : nlohmann::json(nullptr)},
                         {"gpu_nic_via_host_memory", p.gpu_nic_via_host_memory()},
+                        {"gpu_pairs_staged_via_host_memory", p.any_gpus_staged()},
                         {"topology", topology_shape(n)},
                         {"link_bandwidth_Bps", n.link_bandwidth_Bps},
                         {"small_message_latency_s", n.message_time_s(0, hops)},

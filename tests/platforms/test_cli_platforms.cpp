@@ -55,6 +55,13 @@ TEST_CASE("platforms::cli: platform check prints the summary of a shipped platfo
   CHECK(pitzer.output.find("GPU to NIC") != std::string::npos);
   CHECK(pitzer.output.find("11.70 GB/s per node") != std::string::npos);
   CHECK(run_dtsim("platform check ri2-k80").output.find("GPU to NIC") == std::string::npos);
+  // Which GPU pairs go peer to peer, and why: NCCL 2.7's rule for the node's CPU.
+  CHECK(pitzer.output.find("p2p_level phb (default: NCCL 2.7's rule for CPU 'xeon-gold-6148' (skylake))") !=
+        std::string::npos);
+  const Run aws = run_dtsim("platform check aws-p2-8xlarge --format json");
+  CHECK(aws.output.find("\"p2p_level\": \"pxb\"") != std::string::npos);
+  CHECK(aws.output.find("\"gpu_pairs_staged_via_host_memory\": true") != std::string::npos);
+  CHECK(j.output.find("\"p2p_level\": null") != std::string::npos);  // NVLink node
 }
 
 TEST_CASE("platforms::cli: a bad platform file exits 2 with a one-line error", "[platforms][cli]") {
