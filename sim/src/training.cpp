@@ -15,6 +15,7 @@
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
+#include "sim/src/coll/library.hpp"
 #include "sim/src/exchange/exchange.hpp"
 #include "sim/src/platform_builder.hpp"
 #include "sim/src/trace.hpp"
@@ -625,8 +626,9 @@ PointResult simulate_training(const platforms::Platform& platform, const calibra
   try {
     text = run_in_child([&] {
       const auto wall0 = std::chrono::steady_clock::now();
-      World world(platform, layout);
-      Replay replay(world, platform, profile, point, layout);
+      const platforms::Platform run_on = platform_for_library(platform, point);
+      World world(run_on, layout);
+      Replay replay(world, run_on, profile, point, layout);
       replay.start();
       world.run();
       PointResult res = replay.result();

@@ -206,3 +206,31 @@ TEST_CASE("sim::CollectiveLibrary: every shipped platform names a known library 
     if (p.has_gpus() && p.collective_library.empty()) CHECK(r.name == "nccl-2.7");
   }
 }
+
+TEST_CASE("sim::CollectiveLibrary: CUDA-aware MPI lets a node's GPUs go peer to peer through their socket",
+          "[sim][coll][library]") {
+  // aws-p2-8xlarge: Broadwell hosts, so the file's default is NCCL 2.7's switch-only rule.
+  const platforms::Platform bdw = platforms::load_platform("aws-p2-8xlarge");
+  REQUIRE(bdw.node.intra.p2p_level == platforms::P2pLevel::SWITCH);
+  auto level_under = [&](const platforms::Platform& p, const std::string& library) {
+    TrainingPoint point;
+    point.collective_library = library;
+    return platform_for_library(p, point).node.intra.p2p_level;
+  };
+  CHECK(level_under(bdw, "nccl-2.7") == platforms::P2pLevel::SWITCH);
+  CHECK(level_under(bdw, "none") == platforms::P2pLevel::SWITCH);
+  CHECK(level_under(bdw, "openmpi-4.0") == platforms::P2pLevel::HOST_BRIDGE);  // CUDA IPC
+  CHECK(level_under(bdw, "mvapich2-2.3") == platforms::P2pLevel::HOST_BRIDGE);
+  CHECK(platform_for_library(bdw, with_framework("")).node.intra.p2p_level == platforms::P2pLevel::SWITCH);
+  // A level the file states is the cluster's own: no library changes it.
+  auto stated = bdw;
+  stated.node.intra.p2p_level = platforms::P2pLevel::SYSTEM;
+  stated.node.intra.p2p_level_stated = true;
+  CHECK(level_under(stated, "openmpi-4.0") == platforms::P2pLevel::SYSTEM);
+  // Under MPI, the board-to-board pairs of one socket no longer stage through host memory.
+  CHECK(bdw.gpus_staged(1, 2));
+  auto mpi = bdw;
+  mpi.node.intra.p2p_level = level_under(bdw, "mvapich2-2.3");
+  CHECK(!mpi.gpus_staged(1, 2));
+  CHECK(mpi.gpus_staged(3, 4));  // across sockets: still through host memory
+}

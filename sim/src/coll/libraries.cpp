@@ -63,6 +63,15 @@ LibraryResolution resolve_collective_library(const platforms::Platform& platform
               : LibraryResolution{DEFAULT_CPU_LIBRARY, "default rule (CPU nodes)"};
 }
 
+platforms::Platform platform_for_library(const platforms::Platform& platform, const TrainingPoint& point) {
+  platforms::Platform out = platform;
+  auto& intra = out.node.intra;
+  if (intra.kind != platforms::IntraNodeKind::PCIE || intra.p2p_level_stated || !platform.has_gpus()) return out;
+  const auto& library = collective_library_by_name(resolve_collective_library(platform, point).name, "collective library");
+  if (library.gpu_p2p_level) intra.p2p_level = *library.gpu_p2p_level;
+  return out;
+}
+
 LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes) {
   using platforms::IntraNodeKind;
   const auto& intra = platform.node.intra;

@@ -5,16 +5,22 @@
 // sources and thresholds in docs/collective-libraries.md.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "platforms/platform.hpp"
 #include "sim/src/coll/collective.hpp"
 
-namespace dtsim::platforms {
-struct Platform;
-}
-
 namespace dtsim::sim {
+
+struct TrainingPoint;
+
+// CUDA-aware MPI (Open MPI's smcuda BTL, MVAPICH2's MV2_CUDA_IPC, on by default) moves GPU buffers
+// between GPUs of a node by CUDA IPC wherever the driver grants peer access (cudaDeviceCanAccessPeer):
+// under a PCIe switch or one socket's root complex, not across QPI/UPI on Intel hosts; other pairs go
+// through its host pipeline.
+inline constexpr platforms::P2pLevel CUDA_IPC_P2P_LEVEL = platforms::P2pLevel::HOST_BRIDGE;
 
 // What a library sees of one call: the communicator and the hardware it detected at init.
 struct LibraryCall {
@@ -43,11 +49,19 @@ struct CollectiveLibrary {
   std::string description;  // one line for --help and docs
   // The choice for `call`; `forced` is the algorithm the strategy names ("" = the library picks).
   std::function<LibraryChoice(const LibraryCall& call, const std::string& forced)> choose;
+  // PCIe GPU nodes whose file does not state node.intra.p2p_level: how far apart two GPUs may be and
+  // still exchange peer to peer under this library; empty = the platform's default, NCCL 2.7's rule
+  // (docs/transports.md "P2P level").
+  std::optional<platforms::P2pLevel> gpu_p2p_level = std::nullopt;
 };
 
 const std::vector<CollectiveLibrary>& collective_library_table();
 // The library `name`, or InputError naming `what` and listing the names.
 const CollectiveLibrary& collective_library_by_name(const std::string& name, const std::string& what);
+
+// `platform` as `point`'s library runs on it: a PCIe GPU node's unstated p2p_level becomes the
+// library's own where it has one (CUDA-aware MPI: CUDA IPC). The simulation builds this platform.
+platforms::Platform platform_for_library(const platforms::Platform& platform, const TrainingPoint& point);
 
 // The call a library sees on `platform` for `bytes` over `ranks` ranks on `nodes` nodes.
 LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes);
