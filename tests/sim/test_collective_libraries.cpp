@@ -207,7 +207,7 @@ TEST_CASE("sim::CollectiveLibrary: every shipped platform names a known library 
   }
 }
 
-TEST_CASE("sim::CollectiveLibrary: CUDA-aware MPI lets a node's GPUs go peer to peer through their socket",
+TEST_CASE("sim::CollectiveLibrary: CUDA-aware MPI and PS copies let a node's GPUs go peer to peer through their socket",
           "[sim][coll][library]") {
   // aws-p2-8xlarge: Broadwell hosts, so the file's default is NCCL 2.7's switch-only rule.
   const platforms::Platform bdw = platforms::load_platform("aws-p2-8xlarge");
@@ -222,6 +222,10 @@ TEST_CASE("sim::CollectiveLibrary: CUDA-aware MPI lets a node's GPUs go peer to 
   CHECK(level_under(bdw, "openmpi-4.0") == platforms::P2pLevel::HOST_BRIDGE);  // CUDA IPC
   CHECK(level_under(bdw, "mvapich2-2.3") == platforms::P2pLevel::HOST_BRIDGE);
   CHECK(platform_for_library(bdw, with_framework("")).node.intra.p2p_level == platforms::P2pLevel::SWITCH);
+  // Parameter-server strategies run no library: TensorFlow copies between GPUs through the CUDA driver.
+  TrainingPoint ps = with_framework("");
+  ps.strategy = strategy_by_name("ps-replicated");
+  CHECK(platform_for_library(bdw, ps).node.intra.p2p_level == platforms::P2pLevel::HOST_BRIDGE);
   // A level the file states is the cluster's own: no library changes it.
   auto stated = bdw;
   stated.node.intra.p2p_level = platforms::P2pLevel::SYSTEM;

@@ -34,7 +34,7 @@ LibraryChoice mvapich2_choose(const LibraryCall& call, const std::string& forced
 CollectiveLibrary library_mvapich2() {
   return {"mvapich2-2.3",
           "MVAPICH2 2.3 Stampede (FDR) table: recursive doubling up to 1-16 KiB by rank count, Rabenseifner above",
-          mvapich2_choose, CUDA_IPC_P2P_LEVEL};
+          mvapich2_choose, CUDA_PEER_P2P_LEVEL};
 }
 
 }  // namespace dtsim::sim

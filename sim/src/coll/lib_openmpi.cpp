@@ -24,7 +24,7 @@ LibraryChoice openmpi_choose(const LibraryCall& call, const std::string& forced)
 CollectiveLibrary library_openmpi() {
   return {"openmpi-4.0",
           "Open MPI 1.3-4.0 coll/tuned fixed rule: recursive doubling below 10,000 B, ring (segmented) above",
-          openmpi_choose, CUDA_IPC_P2P_LEVEL};
+          openmpi_choose, CUDA_PEER_P2P_LEVEL};
 }
 
 }  // namespace dtsim::sim

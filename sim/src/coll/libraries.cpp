@@ -67,6 +67,10 @@ platforms::Platform platform_for_library(const platforms::Platform& platform, co
   platforms::Platform out = platform;
   auto& intra = out.node.intra;
   if (intra.kind != platforms::IntraNodeKind::PCIE || intra.p2p_level_stated || !platform.has_gpus()) return out;
+  if (uses_servers(point.strategy)) {
+    intra.p2p_level = CUDA_PEER_P2P_LEVEL;
+    return out;
+  }
   const auto& library = collective_library_by_name(resolve_collective_library(platform, point).name, "collective library");
   if (library.gpu_p2p_level) intra.p2p_level = *library.gpu_p2p_level;
   return out;

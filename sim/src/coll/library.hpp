@@ -16,11 +16,12 @@ namespace dtsim::sim {
 
 struct TrainingPoint;
 
-// CUDA-aware MPI (Open MPI's smcuda BTL, MVAPICH2's MV2_CUDA_IPC, on by default) moves GPU buffers
-// between GPUs of a node by CUDA IPC wherever the driver grants peer access (cudaDeviceCanAccessPeer):
-// under a PCIe switch or one socket's root complex, not across QPI/UPI on Intel hosts; other pairs go
-// through its host pipeline.
-inline constexpr platforms::P2pLevel CUDA_IPC_P2P_LEVEL = platforms::P2pLevel::HOST_BRIDGE;
+// Software that moves GPU buffers through the CUDA driver goes peer to peer wherever the driver grants
+// peer access (cudaDeviceCanAccessPeer): under a PCIe switch or through one socket's root complex, not
+// across QPI/UPI on Intel hosts, where the driver or the library stages through host memory. So do
+// CUDA-aware MPI (CUDA IPC: Open MPI's smcuda BTL, MVAPICH2's MV2_CUDA_IPC, on by default) and the
+// frameworks' own cross-device copies (cudaMemcpyPeer: TensorFlow's parameter-server variants).
+inline constexpr platforms::P2pLevel CUDA_PEER_P2P_LEVEL = platforms::P2pLevel::HOST_BRIDGE;
 
 // What a library sees of one call: the communicator and the hardware it detected at init.
 struct LibraryCall {
@@ -59,8 +60,10 @@ const std::vector<CollectiveLibrary>& collective_library_table();
 // The library `name`, or InputError naming `what` and listing the names.
 const CollectiveLibrary& collective_library_by_name(const std::string& name, const std::string& what);
 
-// `platform` as `point`'s library runs on it: a PCIe GPU node's unstated p2p_level becomes the
-// library's own where it has one (CUDA-aware MPI: CUDA IPC). The simulation builds this platform.
+// `platform` as `point`'s software runs on it: a PCIe GPU node's unstated p2p_level becomes the CUDA
+// driver's for parameter-server strategies (no collective library: the framework copies between GPUs)
+// and the library's own where it has one (CUDA-aware MPI); otherwise the file's default, NCCL 2.7's
+// rule. The simulation builds this platform.
 platforms::Platform platform_for_library(const platforms::Platform& platform, const TrainingPoint& point);
 
 // The call a library sees on `platform` for `bytes` over `ranks` ranks on `nodes` nodes.
