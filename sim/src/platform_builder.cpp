@@ -153,8 +153,7 @@ struct NodeBuilder {
       devs.push_back(zone->create_host(fmt::format("{}-w{}", tag, g), NOMINAL_HOST_SPEED_FLOPS));
       own[g] = duplex(zone, fmt::format("{}-w{}-link", tag, g), dev_link_Bps, intra.latency_s / 2);
       to_cpu[g].emplace_back(own[g], Dir::UP);
-      if ((pcie || nvlink) && intra.devices_per_switch > 0 && intra.uplink_bandwidth_Bps > 0) {
-        const int s = g / intra.devices_per_switch;
+      if (const int s = p.node.gpu_switch(g); s >= 0) {
         if (s >= static_cast<int>(switches.size()))
           switches.push_back(duplex(zone, fmt::format("{}-sw{}-up", tag, s), intra.uplink_bandwidth_Bps, 0));
         to_cpu[g].emplace_back(switches[s], Dir::UP);
@@ -258,7 +257,7 @@ struct NodeBuilder {
               for (auto& l : reversed_down(to_cpu[b])) route.push_back(l);
             }
           }
-        } else if (pcie && !switches.empty() && a / intra.devices_per_switch == b / intra.devices_per_switch) {
+        } else if (pcie && p.node.gpu_switch(a) >= 0 && p.node.gpu_switch(a) == p.node.gpu_switch(b)) {
           route = {LinkInRoute(own[a], Dir::UP), LinkInRoute(own[b], Dir::DOWN)};  // peer to peer under one switch
         } else if (pcie && p.gpus_staged(a, b)) {
           // Staged through the receiver's socket memory, each direction on its own route.

@@ -1,7 +1,7 @@
 // Transport "pcie": intra-node device path over PCIe. DMA copies reach a fixed fraction of the nominal link
-// (CUDA bandwidthTest, pinned); GPU pairs beyond the node's p2p_level (by default those under different CPU
-// sockets) have no peer-to-peer and stage through host memory, pipelined in chunks, through a host path both directions share (NCCL SHM); without GPUDirect RDMA a
-// node's GPU bytes to and from the NIC cross a host path of their own (nccl-tests). docs/transports.md.
+// (CUDA bandwidthTest, pinned); GPU pairs beyond the node's p2p_level have no peer-to-peer and stage through
+// host memory, pipelined in chunks, through a host path both directions share (NCCL SHM); without GPUDirect
+// RDMA a node's GPU bytes to and from the NIC cross a host path of their own (nccl-tests). docs/transports.md.
 #include "platforms/src/transports/transports.hpp"
 
 namespace dtsim::platforms::transport_rows {
