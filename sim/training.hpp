@@ -116,6 +116,13 @@ struct FrameworkRuntime {
   // The collective library the framework runs on GPU and on CPU workers ("" = the platform's).
   std::string gpu_library;
   std::string cpu_library;
+  // CPU workers on runs across nodes: cores per process that the communication library's progress
+  // servers hold (Intel MLSL's endpoint servers), so compute runs on the process's other cores;
+  // `comm_cores_xeon_phi` on Xeon Phi (microarchitecture knights-landing). 0 = none.
+  int comm_cores = 0;
+  int comm_cores_xeon_phi = 0;
+  // The cores per process the servers hold on `cpu` (0 for a GPU).
+  int comm_cores_on(const platforms::Device& cpu) const;
 };
 
 // A framework profile: its runtime and the defaults it sets (docs/frameworks.md, with sources).

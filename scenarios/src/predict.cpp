@@ -42,8 +42,15 @@ bool is_ps(const sim::Strategy& s) { return sim::uses_servers(s); }
 struct Prepared {
   platforms::Platform platform;
   calibrate::ComputeProfile profile;
+  // Points whose workers span several nodes, when the framework's communication servers hold cores
+  // there (FrameworkRuntime::comm_cores): the compute on the cores left. Empty otherwise.
+  std::optional<calibrate::ComputeProfile> multi_node_profile;
   sim::TrainingPoint base;
 };
+
+int workers_per_node(const Prepared& p) {
+  return p.base.workers_per_node > 0 ? p.base.workers_per_node : p.platform.default_workers_per_node();
+}
 
 int ps_for(const Scenario& s, std::size_t index) {
   if (s.ps.empty()) return 1;
@@ -63,7 +70,9 @@ sim::PointResult run_point(const Prepared& p, int workers, int ps, const std::st
   point.workers = workers;
   point.ps_servers = is_ps(point.strategy) ? ps : 0;
   point.trace_path = trace_path;
-  return sim::simulate_training(p.platform, p.profile, point);
+  const bool across_nodes = workers > workers_per_node(p);
+  return sim::simulate_training(p.platform, across_nodes && p.multi_node_profile ? *p.multi_node_profile : p.profile,
+                                point);
 }
 
 // The simulated points of one prediction, keyed by (workers, servers): the rest of the point is the
@@ -126,7 +135,7 @@ class PointCache {
 class PsSearch {
  public:
   PsSearch(const Prepared& p, int workers) : workers_(workers) {
-    const int wpn = p.base.workers_per_node > 0 ? p.base.workers_per_node : p.platform.default_workers_per_node();
+    const int wpn = workers_per_node(p);
     const int max_dedicated = p.base.ps_placement == sim::PsPlacement::DEDICATED
                                   ? p.platform.nodes - (workers + wpn - 1) / wpn
                                   : workers;
@@ -256,6 +265,23 @@ Prepared prepare(const Scenario& s) {
     calibrate::check_memory_fits(calibrate::estimate_memory(model, s.precision, device), model, device);
   p.profile = calibrate::build_profile(model, device, po);
   p.base = s.point;
+  const bool across_nodes = !s.workers.empty() && *std::max_element(s.workers.begin(), s.workers.end()) > po.workers_per_node;
+  if (const int comm_cores = s.point.framework.comm_cores_on(device); comm_cores > 0 && across_nodes) {
+    // Intel Caffe's launcher: OMP_NUM_THREADS = the process's cores less the servers' on runs across
+    // nodes; threads given explicitly are kept, and must leave the servers their cores.
+    const int per_process = std::max(1, device.cores * po.cpu_sockets / po.workers_per_node);
+    if (s.threads > 0 && s.threads + comm_cores > per_process)
+      throw InputError(fmt::format("--threads: {} threads per process leave no room for the {} cores that {}'s "
+                                   "communication servers hold on runs across nodes ({} cores per process); expected <= {}",
+                                   s.threads, comm_cores, s.point.framework.name, per_process, per_process - comm_cores));
+    if (s.threads == 0 && per_process <= comm_cores)
+      throw InputError(fmt::format("--workers-per-node: {} processes per node leave {} cores each, none for compute beside "
+                                   "the {} cores that {}'s communication servers hold on runs across nodes",
+                                   po.workers_per_node, per_process, comm_cores, s.point.framework.name));
+    calibrate::ProfileOptions multi = po;
+    multi.threads = s.threads > 0 ? s.threads : per_process - comm_cores;
+    p.multi_node_profile = calibrate::build_profile(model, device, multi);
+  }
   if (is_ps(p.base.strategy)) p.base.ps_apply_s_per_B = server_apply_s_per_B(model, p.platform, p.profile, s.db_path);
   p.base.input_bytes_per_sample = static_cast<double>(model.input_shape().per_sample()) * BYTES_PER_FP32;
   const auto& last = model.layers().back();
@@ -282,6 +308,10 @@ void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
                                  "spends {:.3f} s of the {:.3f} s iteration communicating",
                                  samples_per_s, overhead_s, target_s));
   calibrate::anchor_profile(p.profile, s.batch / compute_s);
+  // The anchor corrects the calibration, not the cores: the multi-node compute takes the same factor.
+  if (p.multi_node_profile)
+    calibrate::anchor_profile(*p.multi_node_profile,
+                              s.batch / (p.multi_node_profile->step_compute_s() * p.profile.anchor_factor));
 }
 
 std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOptions& options) {

@@ -252,3 +252,49 @@ TEST_CASE("scenarios::Predict: plot --timeline draws a trace as PNG and SVG", "[
   CHECK(r.exit_code == 2);
   fs::remove_all(dir);
 }
+
+TEST_CASE("scenarios::Predict: intel-caffe-mlsl gives MLSL's endpoint servers their cores across nodes",
+          "[scenarios][predict][frameworks]") {
+  // Stampede2 SKX: 2 x 24 cores, 2 processes per node = 24 cores each. Intel Caffe's launcher starts
+  // 2 MLSL servers per process on runs across nodes and gives OpenMP the other 22 cores.
+  const auto compute = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"predict", "--model", "resnet50", "--platform", "stampede2-skx", "--batch", "16",
+                                  "--workers-per-node", "2", "--workers", "1,2,4", "--strategy", "allreduce-ring",
+                                  "--no-variability", "--format", "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::vector<double> out;
+    const auto doc = nlohmann::json::parse(r.out);
+    for (const auto& p : doc["points"]) out.push_back(p["compute_s"].get<double>());
+    REQUIRE(out.size() == 3);
+    return out;
+  };
+  const auto all_cores = compute({"--framework", "none"});
+  const auto cores_22 = compute({"--framework", "none", "--threads", "22"});
+  const auto mlsl = compute({"--framework", "intel-caffe-mlsl"});
+  // One node (1 and 2 workers) starts no servers: every core computes.
+  CHECK(mlsl[0] == Approx(all_cores[0]).epsilon(1e-12));
+  CHECK(mlsl[1] == Approx(all_cores[1]).epsilon(1e-12));
+  // Two nodes: the compute of 22 threads, slower than 24.
+  CHECK(mlsl[2] == Approx(cores_22[2]).epsilon(1e-12));
+  CHECK(mlsl[2] > all_cores[2] * 1.01);
+
+  // An anchor corrects the calibration, not the cores: the multi-node compute keeps its ratio.
+  const auto anchored = compute({"--framework", "intel-caffe-mlsl", "--anchor", "50"});
+  CHECK(anchored[2] / anchored[0] == Approx(mlsl[2] / mlsl[0]).epsilon(1e-9));
+
+  // Threads given explicitly must leave the servers their cores, but only when a point spans nodes.
+  const auto too_many = run_cli({"predict", "--model", "resnet50", "--platform", "stampede2-skx", "--batch", "16",
+                                 "--workers-per-node", "2", "--workers", "4", "--framework", "intel-caffe-mlsl",
+                                 "--threads", "24"});
+  CHECK(too_many.exit_code == 2);
+  CHECK(one_line(too_many.err));
+  CHECK(too_many.err.find("--threads: 24 threads per process") != std::string::npos);
+  CHECK(too_many.err.find("expected <= 22") != std::string::npos);
+  const auto one_node = run_cli({"predict", "--model", "resnet50", "--platform", "stampede2-skx", "--batch", "16",
+                                 "--workers-per-node", "2", "--workers", "2", "--framework", "intel-caffe-mlsl",
+                                 "--threads", "24"});
+  CHECK(one_node.exit_code == 0);
+}

@@ -32,6 +32,13 @@ const std::vector<FrameworkProfile>& framework_profiles() {
       {"pytorch-ddp",
        "PyTorch DistributedDataParallel: 25 MiB buckets, copies into buckets, no negotiation, libtorch-calibrated compute",
        25 * MIB, 0, {"pytorch-ddp", false, true, "libtorch", "nccl-2.7", "gloo"}},
+      // Intel Caffe with Intel MLSL (intel/caffe scripts/set_env.sh): on a run across nodes MLSL starts
+      // MLSL_NUM_SERVERS endpoint servers, 2 on Broadwell/Skylake Xeons and 4 on Xeon Phi, pinned to their
+      // own cores, and OMP_NUM_THREADS is the cores left; a single-node run starts none. Gradients go layer
+      // by layer as MLSL operations: dtsim's buckets (64 MiB, as `none`) stand for them.
+      {"intel-caffe-mlsl",
+       "Intel Caffe + MLSL: on runs across nodes 2 cores per process (4 on Xeon Phi) run MLSL's endpoint servers, not compute",
+       64 * MIB, 0, {"intel-caffe-mlsl", false, false, "onednn", "", "", 2, 4}},
   };
   return table;
 }
@@ -49,6 +56,11 @@ std::string framework_help() {
   std::string out;
   for (const auto& f : framework_profiles()) out += fmt::format("  {}: {}\n", f.name, f.description);
   return out;
+}
+
+int FrameworkRuntime::comm_cores_on(const platforms::Device& cpu) const {
+  if (!cpu.is_cpu()) return 0;
+  return cpu.microarchitecture == "knights-landing" ? comm_cores_xeon_phi : comm_cores;
 }
 
 void apply_framework(TrainingPoint& point, const FrameworkProfile& profile) {
