@@ -47,6 +47,8 @@ struct Device {
   bool is_cpu() const { return kind == DeviceKind::CPU; }
   // An Intel core older than Skylake-SP (CPUID family 6, model below 0x55): NCCL's topology class "BDW".
   bool intel_before_skylake_sp() const;
+  // An AMD core (microarchitecture zen ... zen4): NCCL's CPU vendor class AMD.
+  bool amd() const;
   // CPUs: cores x clock_hz x simd_width_fp32 x fma_units x 2 (FMA = 2 FLOPs); GPUs: peak_flops.
   double formula_peak_flops() const;
   // The source of one figure: its own source if it has one, else the device's.

@@ -25,7 +25,9 @@ enum class P2pLevel {
 };
 const char* p2p_level_name(P2pLevel level);
 // NCCL 2.7's rule (src/graph/paths.cc, ncclTopoCheckP2p), the default when a file does not state it:
-// Intel CPUs older than Skylake-SP allow P2P only under a switch, other CPUs through the host bridge.
+// Intel CPUs older than Skylake-SP allow P2P only under a switch, later Intel CPUs through the host
+// bridge, AMD CPUs across sockets (NCCL's default PATH_SYS, which 2.7 narrows only on Intel and ARM);
+// a CPU whose microarchitecture is not stated, through the host bridge.
 P2pLevel default_p2p_level(const Device& cpu);
 
 // One direct NVLink connection of an `nvlink` node: GPUs a and b joined by `bricks` links.

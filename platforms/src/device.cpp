@@ -110,20 +110,21 @@ std::string isa_of(int simd_width_fp32) {
 }
 
 // name, Intel before Skylake-SP (NCCL's src/graph/topo.cc classes Intel CPUs by CPUID: family 6 and
-// model >= 0x55 is Skylake or later, anything older "BDW"). Knights Landing (model 0x57) lands in the
-// Skylake class by that rule.
+// model >= 0x55 is Skylake or later, anything older "BDW"), AMD (NCCL's CPU vendor class AMD). Knights
+// Landing (model 0x57) lands in the Skylake class by that rule.
 struct Microarchitecture {
   const char* name;
   bool intel_before_skylake_sp;
+  bool amd;
 };
 constexpr std::array MICROARCHITECTURES = {
-    Microarchitecture{"sandy-bridge", true},   Microarchitecture{"ivy-bridge", true},
-    Microarchitecture{"haswell", true},        Microarchitecture{"broadwell", true},
-    Microarchitecture{"skylake", false},       Microarchitecture{"knights-landing", false},
-    Microarchitecture{"cascade-lake", false},  Microarchitecture{"ice-lake", false},
-    Microarchitecture{"sapphire-rapids", false}, Microarchitecture{"emerald-rapids", false},
-    Microarchitecture{"zen", false},           Microarchitecture{"zen2", false},
-    Microarchitecture{"zen3", false},          Microarchitecture{"zen4", false},
+    Microarchitecture{"sandy-bridge", true, false},     Microarchitecture{"ivy-bridge", true, false},
+    Microarchitecture{"haswell", true, false},          Microarchitecture{"broadwell", true, false},
+    Microarchitecture{"skylake", false, false},         Microarchitecture{"knights-landing", false, false},
+    Microarchitecture{"cascade-lake", false, false},    Microarchitecture{"ice-lake", false, false},
+    Microarchitecture{"sapphire-rapids", false, false}, Microarchitecture{"emerald-rapids", false, false},
+    Microarchitecture{"zen", false, true},              Microarchitecture{"zen2", false, true},
+    Microarchitecture{"zen3", false, true},             Microarchitecture{"zen4", false, true},
 };
 
 constexpr int MAX_CORES_PER_SOCKET = 1024;  // sanity bound on input, not a hardware figure
@@ -242,6 +243,12 @@ const std::vector<std::string>& cpu_microarchitectures() {
 bool Device::intel_before_skylake_sp() const {
   for (const auto& m : MICROARCHITECTURES)
     if (microarchitecture == m.name) return m.intel_before_skylake_sp;
+  return false;
+}
+
+bool Device::amd() const {
+  for (const auto& m : MICROARCHITECTURES)
+    if (microarchitecture == m.name) return m.amd;
   return false;
 }
 

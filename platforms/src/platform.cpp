@@ -526,7 +526,8 @@ const char* p2p_level_name(P2pLevel level) {
 }
 
 P2pLevel default_p2p_level(const Device& cpu) {
-  return cpu.intel_before_skylake_sp() ? P2pLevel::SWITCH : P2pLevel::HOST_BRIDGE;
+  if (cpu.intel_before_skylake_sp()) return P2pLevel::SWITCH;
+  return cpu.amd() ? P2pLevel::SYSTEM : P2pLevel::HOST_BRIDGE;
 }
 
 bool Platform::gpus_staged(int a, int b) const {

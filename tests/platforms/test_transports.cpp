@@ -223,13 +223,13 @@ TEST_CASE("platforms::load_platform: p2p_level is a pcie field, by default NCCL 
   CHECK(contains(error_of(gpus, gpu_node + "    p2p_across_sockets: true\n"),
                  "'p2p_across_sockets: true' is 'p2p_level: sys'"));
 
-  // The default: Intel before Skylake-SP (NCCL's "BDW" class) only under a switch; later CPUs through the
-  // host bridge of their socket.
+  // The default: Intel before Skylake-SP (NCCL's "BDW" class) only under a switch; later Intel CPUs through
+  // the host bridge of their socket; AMD CPUs across sockets.
   Platform bdw = load_platform("aws-p2-8xlarge");  // Xeon E5-2686 v4, Broadwell
   CHECK(bdw.node.intra.p2p_level == P2pLevel::SWITCH);
   CHECK(!bdw.node.intra.p2p_level_stated);
   CHECK(load_platform("pitzer-gpu").node.intra.p2p_level == P2pLevel::HOST_BRIDGE);  // Gold 6148, Skylake
-  CHECK(load_platform("dgx-a100-cluster").node.intra.p2p_level == P2pLevel::HOST_BRIDGE);  // EPYC, not Intel
+  CHECK(load_platform("dgx-a100-cluster").node.intra.p2p_level == P2pLevel::SYSTEM);  // EPYC: AMD, NCCL 2.7 keeps PATH_SYS
   CHECK(bdw.node.gpu_socket(3) == 0);
   CHECK(bdw.node.gpu_socket(4) == 1);
   // 8 GK210 under 4 board switches, 2 sockets: which pairs are beyond each level.
@@ -256,6 +256,16 @@ TEST_CASE("platforms::DeviceCatalog: microarchitecture is a CPU field from a kno
   CHECK(catalog.by_name("xeon-e5-2680-v4").intel_before_skylake_sp());
   CHECK(!catalog.by_name("xeon-gold-6148").intel_before_skylake_sp());
   CHECK(!catalog.by_name("epyc-7742").intel_before_skylake_sp());
+  CHECK(catalog.by_name("epyc-7742").amd());
+  CHECK(!catalog.by_name("xeon-gold-6148").amd());
+  // NCCL 2.7's default P2P level by CPU: switch-only before Skylake-SP, host bridge on later Intel
+  // CPUs, across sockets on AMD (its default PATH_SYS is narrowed only for Intel and ARM).
+  CHECK(default_p2p_level(catalog.by_name("xeon-e5-2680-v4")) == P2pLevel::SWITCH);
+  CHECK(default_p2p_level(catalog.by_name("xeon-gold-6148")) == P2pLevel::HOST_BRIDGE);
+  CHECK(default_p2p_level(catalog.by_name("epyc-7742")) == P2pLevel::SYSTEM);
+  Device unstated = catalog.by_name("epyc-7742");
+  unstated.microarchitecture.clear();
+  CHECK(default_p2p_level(unstated) == P2pLevel::HOST_BRIDGE);
   for (const auto& name : catalog.names()) {
     const Device& d = catalog.by_name(name);
     INFO(name);
