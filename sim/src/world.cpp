@@ -78,7 +78,7 @@ struct World::Impl {
   std::int64_t next_job = 0;
   std::int64_t timers_in_flight = 0;
   std::exception_ptr error;
-  std::unordered_map<std::string, double> duration_cache;  // see start_allreduce (coarse reuse)
+  std::unordered_map<std::string, World::CachedCollective> duration_cache;  // coarse-mode reuse (ring_start)
   std::int64_t next_load = 0;
   // Link latencies, taken out of SimGrid (every link is set to 0 s) and paid as a start delay by
   // World::transfer: CM02 weighs a flow's share by 1 / its route latency, which both skews sharing
@@ -382,7 +382,11 @@ double World::message_latency_s(s4u::Host* src, s4u::Host* dst, double bytes) co
 bool World::idle() const { return impl_->pending.empty() && impl_->timers_in_flight == 0; }
 std::int64_t World::flows_started() const { return impl_->flows; }
 std::int64_t World::transfers_in_flight() const { return static_cast<std::int64_t>(impl_->pending.size()); }
-std::unordered_map<std::string, double>& World::duration_cache() { return impl_->duration_cache; }
+std::unordered_map<std::string, World::CachedCollective>& World::duration_cache() { return impl_->duration_cache; }
+void World::charge_links(const std::vector<std::pair<int, double>>& link_B) {
+  for (const auto& [id, bytes] : link_B) impl_->meter.bytes.at(static_cast<std::size_t>(id)) += bytes;
+}
+bool World::recording_link_usage() const { return impl_->meter.recording; }
 std::int64_t World::activities_started() const { return impl_->started; }
 
 void World::compute(int rank, double seconds, std::function<void()> done) {

@@ -108,8 +108,18 @@ class World {
   // keeps every busy link's load exact (fold_nodes_scaled).
   std::vector<int> route_classes(const std::vector<simgrid::s4u::Host*>& refs, const std::vector<double>& bytes_to,
                                  const std::vector<double>& bytes_from) const;
-  // Durations of collectives that ran alone on the network, by signature (coarse-mode reuse).
-  std::unordered_map<std::string, double>& duration_cache();
+  // Collectives that ran alone on the network, by signature (coarse-mode reuse): how long one took and
+  // the bytes it moved over each link (World::link_bytes ids, per node on folded links), which a reuse
+  // charges to the links again so that measured link use counts it (charge_links).
+  struct CachedCollective {
+    double duration_s = 0;
+    std::vector<std::pair<int, double>> link_B;
+  };
+  std::unordered_map<std::string, CachedCollective>& duration_cache();
+  // Adds bytes to links' meters (ids and units of link_bytes) without a flow: a reused collective's.
+  void charge_links(const std::vector<std::pair<int, double>>& link_B);
+  // Whether link usage over time is being recorded (--trace): a reuse could not replay it.
+  bool recording_link_usage() const;
 
   // Busy-waits `rank`'s device for `seconds` of its full speed, then calls done. Computations are
   // timers, not SimGrid execs: a device shares its speed max-min between the computations on it and

@@ -87,21 +87,38 @@ void ring_start(World& world, const std::vector<int>& ranks, double bytes, CommM
     ring_coarse(world, ranks, bytes, std::move(done));
     return;
   }
-  // Reuse: an identical ring that ran alone on the network took exactly this long; only when nothing
-  // else is in flight now either (later flows starting inside the window are not seen).
+  // Reuse: an identical ring that ran alone on the network took exactly this long and moved these bytes
+  // over each link; only when nothing else is in flight now either (later flows starting inside the
+  // window are not seen). Not while link usage over time is recorded (--trace): that needs the flows.
+  if (world.recording_link_usage()) {
+    ring_coarse(world, ranks, bytes, std::move(done));
+    return;
+  }
   const std::string key = ring_signature(ranks, bytes);
   auto& cache = world.duration_cache();
   if (auto it = cache.find(key); it != cache.end()) {
-    world.after(it->second, std::move(done));
+    world.after(it->second.duration_s, [&world, &charge = it->second.link_B, done = std::move(done)]() {
+      world.charge_links(charge);  // counted when the reused ring ends, as a flow's bytes are
+      done();
+    });
     return;
   }
   const double t0 = world.now();
   const std::int64_t f0 = world.flows_started();
   const auto own_flows = static_cast<std::int64_t>(ranks.size());
-  ring_coarse(world, ranks, bytes, [&world, key, t0, f0, own_flows, done = std::move(done)]() {
-    if (world.flows_started() - f0 == own_flows) world.duration_cache()[key] = world.now() - t0;
-    done();
-  });
+  ring_coarse(world, ranks, bytes,
+              [&world, key, t0, f0, own_flows, before = world.link_bytes(), done = std::move(done)]() {
+                if (world.flows_started() - f0 == own_flows) {
+                  World::CachedCollective entry{world.now() - t0, {}};
+                  const std::vector<double> after = world.link_bytes();
+                  for (std::size_t id = 0; id < after.size(); ++id) {
+                    const double moved = after[id] - (id < before.size() ? before[id] : 0.0);
+                    if (moved > 0) entry.link_B.emplace_back(static_cast<int>(id), moved);
+                  }
+                  world.duration_cache()[key] = std::move(entry);
+                }
+                done();
+              });
 }
 
 }  // namespace
