@@ -96,6 +96,7 @@ struct World::Impl {
   struct LinkMeter {
     std::vector<s4u::Link*> links;
     std::vector<double> bytes, last_usage_Bps;
+    std::vector<double> charged;  // the part of `bytes` added by World::charge_links (reused collectives)
     std::vector<double> fold;    // World::fold_nodes: bytes and usages are read per node (divided by it)
     std::vector<int> flows_on;   // flows in flight crossing each link
     std::vector<double> load_on;  // the same flows, each counted as the nodes' flows it stands for (its fold)
@@ -122,6 +123,7 @@ struct World::Impl {
           if (added) {
             links.push_back(l);
             bytes.push_back(0);
+            charged.push_back(0);
             last_usage_Bps.push_back(0);
             fold.push_back(folds_of(l));
             flows_on.push_back(0);
@@ -384,7 +386,15 @@ std::int64_t World::flows_started() const { return impl_->flows; }
 std::int64_t World::transfers_in_flight() const { return static_cast<std::int64_t>(impl_->pending.size()); }
 std::unordered_map<std::string, World::CachedCollective>& World::duration_cache() { return impl_->duration_cache; }
 void World::charge_links(const std::vector<std::pair<int, double>>& link_B) {
-  for (const auto& [id, bytes] : link_B) impl_->meter.bytes.at(static_cast<std::size_t>(id)) += bytes;
+  for (const auto& [id, bytes] : link_B) {
+    impl_->meter.bytes.at(static_cast<std::size_t>(id)) += bytes;
+    impl_->meter.charged.at(static_cast<std::size_t>(id)) += bytes;
+  }
+}
+std::vector<double> World::flow_link_bytes() const {
+  std::vector<double> out = link_bytes();
+  for (std::size_t id = 0; id < out.size(); ++id) out[id] -= impl_->meter.charged[id];
+  return out;
 }
 bool World::recording_link_usage() const { return impl_->meter.recording; }
 std::int64_t World::activities_started() const { return impl_->started; }

@@ -118,6 +118,9 @@ class World {
   std::unordered_map<std::string, CachedCollective>& duration_cache();
   // Adds bytes to links' meters (ids and units of link_bytes) without a flow: a reused collective's.
   void charge_links(const std::vector<std::pair<int, double>>& link_B);
+  // link_bytes() less what charge_links added: the bytes flows moved (what a collective that runs
+  // while a reused one ends must not take for its own).
+  std::vector<double> flow_link_bytes() const;
   // Whether link usage over time is being recorded (--trace): a reuse could not replay it.
   bool recording_link_usage() const;
 

@@ -305,6 +305,31 @@ TEST_CASE("sim::World: coarse ring reuses the duration of an identical ring that
   CHECK(flows == 64 + 1 + 64);  // first ring, the competing flow, the last ring
 }
 
+TEST_CASE("sim::World: a reused coarse ring charges its links the bytes the ring it reuses moved", "[sim]") {
+  auto p = test_platforms::gpu_fat_tree(16, 4);
+  // Two identical rings back to back: the second is a reuse (no flows), yet every link's meter must
+  // count it, and only the flows' part is what flow_link_bytes reports.
+  const double ratio = in_world(p, {16, 4, 0}, [](World& w) {
+    std::vector<int> ranks(64);
+    for (int i = 0; i < 64; ++i) ranks[i] = i;
+    const auto& ring = *collective_or_null("allreduce", "ring");
+    start_collective(w, ring, ranks, 25e6, CommMode::COARSE, [&]() {
+      start_collective(w, ring, ranks, 25e6, CommMode::COARSE, []() {});
+    });
+    w.run();
+    if (w.flows_started() != 64) return -1.0;  // the second ring was not reused
+    const auto all = w.link_bytes(), flows = w.flow_link_bytes();
+    double lo = 1e300, hi = 0;
+    for (std::size_t id = 0; id < all.size(); ++id)
+      if (flows[id] > 0) {
+        lo = std::min(lo, all[id] / flows[id]);
+        hi = std::max(hi, all[id] / flows[id]);
+      }
+    return hi - lo < 1e-9 ? lo : -2.0;  // the same factor on every link
+  });
+  CHECK(ratio == Approx(2.0));
+}
+
 namespace {
 // Bytes a world's link meter measured on the link named `name` (0 when the link carried nothing).
 double measured_bytes(World& w, const std::string& name) {

@@ -107,10 +107,10 @@ void ring_start(World& world, const std::vector<int>& ranks, double bytes, CommM
   const std::int64_t f0 = world.flows_started();
   const auto own_flows = static_cast<std::int64_t>(ranks.size());
   ring_coarse(world, ranks, bytes,
-              [&world, key, t0, f0, own_flows, before = world.link_bytes(), done = std::move(done)]() {
+              [&world, key, t0, f0, own_flows, before = world.flow_link_bytes(), done = std::move(done)]() {
                 if (world.flows_started() - f0 == own_flows) {
                   World::CachedCollective entry{world.now() - t0, {}};
-                  const std::vector<double> after = world.link_bytes();
+                  const std::vector<double> after = world.flow_link_bytes();
                   for (std::size_t id = 0; id < after.size(); ++id) {
                     const double moved = after[id] - (id < before.size() ? before[id] : 0.0);
                     if (moved > 0) entry.link_B.emplace_back(static_cast<int>(id), moved);
