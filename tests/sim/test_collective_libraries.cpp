@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/errors.hpp"
+#include "platforms/transport.hpp"
 #include "sim/src/coll/library.hpp"
 #include "sim/training.hpp"
 #include "tests/sim/world_test_support.hpp"
@@ -125,6 +126,37 @@ TEST_CASE("sim::CollectiveLibrary: a protocol's transfer takes its latency + S /
     CHECK(choice.protocol == (bytes < 1e5 ? "LL" : "Simple"));
     CHECK(t == Approx(expected).epsilon(1e-6));
   }
+}
+
+TEST_CASE("sim::CollectiveLibrary: Open MPI reduces GPU buffers in host memory, a full copy out and back (closed form)",
+          "[sim][coll][library]") {
+  // coll/cuda: the buffer is copied to host memory before the host allreduce and back after it, so on
+  // GPU ranks openmpi-4.0's ring takes the same ring plus 2 x S / (device link x DMA efficiency).
+  const auto p = test_platforms::gpu_fat_tree(8, 2);
+  const auto& ompi = collective_library_by_name("openmpi-4.0", "test");
+  const auto& none = collective_library_by_name("none", "test");
+  constexpr double BYTES = 64e6;
+  const auto c = library_call(p, 16, 8, BYTES);
+  const double dma_Bps = p.node.intra.link_bandwidth_Bps *
+                         platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
+  CHECK(c.device_host_Bps == Approx(dma_Bps));
+  CHECK(ompi.stages_device_buffers);
+  CHECK(!collective_library_by_name("nccl-2.7", "test").stages_device_buffers);
+  CHECK(!collective_library_by_name("mvapich2-2.3", "test").stages_device_buffers);
+  auto run = [&](const CollectiveLibrary& lib) {
+    return test_platforms::in_world(p, {8, 2, 0}, [&](World& w) {
+      std::vector<int> ranks(16);
+      for (int i = 0; i < 16; ++i) ranks[i] = i;
+      double end = -1;
+      start_library_allreduce(w, lib, c, ranks, "ring", CommMode::FINE, [&] { end = w.now(); });
+      w.run();
+      return end;
+    });
+  };
+  CHECK(run(ompi) == Approx(run(none) + 2 * BYTES / dma_Bps).epsilon(1e-9));
+  // CPU ranks have no device buffers: nothing is copied.
+  const auto cpu = test_platforms::uniform_star(4, 1.25e9, 5e-6);
+  CHECK(library_call(cpu, 4, 4, BYTES).device_host_Bps == 0);
 }
 
 TEST_CASE("sim::Collective: recursive doubling crosses nodes only at distances >= ranks per node", "[sim][coll]") {

@@ -2,6 +2,9 @@
 // coll_tuned_decision_fixed.c, unchanged from Open MPI 1.3 to 4.0; 4.1 replaced it with larger tables):
 // below 10,000 bytes recursive doubling; else, for a commutative op with more elements than ranks, the
 // ring when ranks x 1 MiB >= bytes, otherwise the segmented ring (1 MiB segments); else reduce + bcast.
+// On GPU buffers the coll/cuda component wraps it (ompi/mca/coll/cuda/coll_cuda_allreduce.c): the send
+// (or in-place receive) buffer is copied to a host buffer with opal_cuda_memcpy_sync, the host
+// allreduce runs, and the result is copied back: stages_device_buffers.
 #include "sim/src/coll/library.hpp"
 
 namespace dtsim::sim {
@@ -23,8 +26,9 @@ LibraryChoice openmpi_choose(const LibraryCall& call, const std::string& forced)
 
 CollectiveLibrary library_openmpi() {
   return {"openmpi-4.0",
-          "Open MPI 1.3-4.0 coll/tuned fixed rule: recursive doubling below 10,000 B, ring (segmented) above",
-          openmpi_choose, CUDA_PEER_P2P_LEVEL};
+          "Open MPI 1.3-4.0 coll/tuned fixed rule: recursive doubling below 10,000 B, ring (segmented) above; GPU "
+          "buffers copied to host memory and back (coll/cuda)",
+          openmpi_choose, CUDA_PEER_P2P_LEVEL, /*stages_device_buffers=*/true};
 }
 
 }  // namespace dtsim::sim

@@ -6,6 +6,7 @@
 
 #include "common/errors.hpp"
 #include "platforms/platform.hpp"
+#include "platforms/transport.hpp"
 #include "sim/src/coll/library.hpp"
 #include "sim/src/world.hpp"
 #include "sim/training.hpp"
@@ -99,6 +100,11 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
   const std::string& gpu = platform.node.gpu;
   const bool volta_or_ampere = gpu.rfind("v100", 0) == 0 || gpu.rfind("a100", 0) == 0;
   c.ll128_capable = volta_or_ampere && nvlink && (c.nodes == 1 || platform.network.transport == "rdma");
+  // A GPU reaches host memory over its PCIe link (the NVLink kinds' uplink) at the pcie transport's DMA
+  // rate (CUDA bandwidthTest, pinned; docs/transports.md), as the builder's device link does.
+  if (platform.node.gpus > 0)
+    c.device_host_Bps = (nvlink ? intra.uplink_bandwidth_Bps : intra.link_bandwidth_Bps) *
+                        platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
   return c;
 }
 
@@ -112,13 +118,26 @@ void start_library_allreduce(World& world, const CollectiveLibrary& library, con
     throw Failure(fmt::format("collective library {}: bandwidth efficiency {} (internal error)", library.name,
                               choice.bandwidth_efficiency));
   const double wire_B = call.bytes / choice.bandwidth_efficiency;
+  // Device buffers staged through host memory: every rank copies its buffer out at once (each over its own
+  // link, in parallel), the host collective runs, and the result is copied back before the call returns.
+  const double copy_s =
+      library.stages_device_buffers && call.device_host_Bps > 0 && ranks.size() > 1 ? call.bytes / call.device_host_Bps : 0;
+  auto collective = [&world, &algorithm, ranks, wire_B, mode, copy_s, done = std::move(done)]() mutable {
+    if (copy_s <= 0) {
+      start_collective(world, algorithm, ranks, wire_B, mode, std::move(done));
+      return;
+    }
+    world.after(copy_s, [&world, &algorithm, ranks, wire_B, mode, copy_s, done = std::move(done)]() mutable {
+      start_collective(world, algorithm, ranks, wire_B, mode, [&world, copy_s, done = std::move(done)]() mutable {
+        world.after(copy_s, std::move(done));
+      });
+    });
+  };
   if (ranks.size() < 2 || choice.call_latency_s <= 0) {
-    start_collective(world, algorithm, ranks, wire_B, mode, std::move(done));
+    collective();
     return;
   }
-  world.after(choice.call_latency_s, [&world, &algorithm, ranks, wire_B, mode, done = std::move(done)]() mutable {
-    start_collective(world, algorithm, ranks, wire_B, mode, std::move(done));
-  });
+  world.after(choice.call_latency_s, std::move(collective));
 }
 
 }  // namespace dtsim::sim

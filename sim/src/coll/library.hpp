@@ -34,6 +34,7 @@ struct LibraryCall {
   double inter_latency_s = 0;      // one inter-node step's latency on the platform (its longest node-to-node path)
   bool intra_nvlink = false;       // GPUs joined by NVLink (NCCL's NVLINK hardware class)
   bool ll128_capable = false;      // NCCL enables LL128 by default (Volta/Ampere, NVLink, GPUDirect NIC)
+  double device_host_Bps = 0;      // one GPU's copy rate to or from host memory (its PCIe link's DMA); 0: CPU ranks
   int ranks_per_node() const { return nodes > 0 ? (ranks + nodes - 1) / nodes : ranks; }
 };
 
@@ -54,6 +55,9 @@ struct CollectiveLibrary {
   // still exchange peer to peer under this library; empty = the platform's default, NCCL 2.7's rule
   // (docs/transports.md "P2P level").
   std::optional<platforms::P2pLevel> gpu_p2p_level = std::nullopt;
+  // GPU buffers are reduced in host memory: the whole buffer is copied device to host before the
+  // host collective and back after it, synchronously (Open MPI's coll/cuda component).
+  bool stages_device_buffers = false;
 };
 
 const std::vector<CollectiveLibrary>& collective_library_table();
@@ -70,7 +74,8 @@ platforms::Platform platform_for_library(const platforms::Platform& platform, co
 LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes);
 
 // Starts one allreduce as the library runs it: the library's call latency, then the chosen algorithm
-// over `ranks` with bytes / efficiency on the wire. `chosen` (optional) receives the decision.
+// over `ranks` with bytes / efficiency on the wire (a library that stages device buffers copies them
+// to host memory first and back after, bytes / device_host_Bps each). `chosen` receives the decision.
 void start_library_allreduce(World& world, const CollectiveLibrary& library, const LibraryCall& call,
                              const std::vector<int>& ranks, const std::string& forced, CommMode mode, Done done,
                              LibraryChoice* chosen = nullptr);
