@@ -101,13 +101,12 @@ std::vector<int> place_variables(const calibrate::ComputeProfile& profile, int s
     }
     return placement;
   }
+  // TensorFlow's GreedyLoadBalancingStrategy (tf.contrib.training, device_setter.py), the ps_strategy of
+  // tf_cnn_benchmarks' parameter-server modes: each variable, as the model creates it (forward order),
+  // goes to the server least loaded so far (np.argmin: the lowest index on a tie), by byte_size_load_fn.
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < profile.layers.size(); ++i)
     if (profile.layers[i].grad_bytes > 0) order.push_back(i);
-  // Largest first; ties keep forward order so the placement is deterministic.
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return profile.layers[a].grad_bytes > profile.layers[b].grad_bytes;
-  });
   std::vector<double> load(static_cast<std::size_t>(servers), 0.0);
   for (std::size_t i : order) {
     const auto least = std::min_element(load.begin(), load.end()) - load.begin();

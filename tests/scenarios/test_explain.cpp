@@ -222,13 +222,14 @@ TEST_CASE("scenarios::explain: server counts that tie name the resource they sha
 
 TEST_CASE("scenarios::explain: the shard of the largest variable, applied by its server's CPU, limits every count",
           "[scenarios][explain]") {
-  // 16 workers on a fast star; layer 9 (the first gradient backward produces) holds 40 MB, the other
+  // 16 workers on a fast star; layer 0 (the first variable the model creates) holds 40 MB, the other
   // nine 4 MB each. Each server applies every worker's push at 1 ms per MB, so the shard with the 40 MB
-  // variable applies 16 x 40 ms per iteration at any server count from 2 on (greedy placement puts it
-  // alone): that CPU, not a link and not latency, is named, and the tie says the variable cannot be split.
+  // variable applies 16 x 40 ms per iteration at any server count from 2 on (TensorFlow's greedy
+  // placement, in creation order, puts it on server 0 and the rest on the others): that CPU, not a link
+  // and not latency, is named, and the tie says the variable cannot be split.
   const auto plat = star(100e9, 40);
   auto prof = profile(10, 1.0);
-  prof.layers[9].grad_bytes = 10 * LAYER_GRAD_BYTES;
+  prof.layers[0].grad_bytes = 10 * LAYER_GRAD_BYTES;
   auto p = point("ps", 16);
   p.ps_placement = sim::PsPlacement::DEDICATED;
   p.ps_apply_s_per_B = 1e-3 / 1e6;

@@ -53,11 +53,12 @@ TEST_CASE("scenarios::PsSearch: tied server counts report the fewest and --expla
   const auto p = nlohmann::json::parse(r.out)["points"].at(0);
   const std::string text = p["bottleneck"].get<std::string>();
   INFO(text);
-  // 4, not 3: with 3 servers a server's CPU applies 16 workers' pushes of a third of the model, which no
-  // longer hides under the NIC-bound exchange (server apply).
-  CHECK(p["ps_servers"].get<int>() == 4);
-  CHECK(text.find("The server search found 4, 5, 8, 11 and 14 servers alike (throughput within 0.1% of the best) "
-                  "and reports the fewest, 4: the workers' own NIC (receiving) limits 4, 5, 8, 11 and 14 servers "
+  // 12, not fewer: TensorFlow's greedy placement in creation order leaves the shard that receives the
+  // classifier (created last, 8 MB) heavier than the rest, and below 12 servers its CPU's apply of 16
+  // workers' pushes no longer hides under the NIC-bound exchange (server apply).
+  CHECK(p["ps_servers"].get<int>() == 12);
+  CHECK(text.find("The server search found 12, 13 and 14 servers alike (throughput within 0.1% of the best) "
+                  "and reports the fewest, 12: the workers' own NIC (receiving) limits 12, 13 and 14 servers "
                   "alike") != std::string::npos);
   // The chosen count beats two servers, whose NICs carry as much as each worker node's.
   auto args = tie_args("1");

@@ -331,9 +331,11 @@ TEST_CASE("sim::PsExchange: asynchronous workers on devices of their own speed f
     INFO(sim::to_string(placement));
     CHECK(folded_r.flows < plain_r.flows * 3 / 4);  // folded, where the spread used to keep every worker apart
     // In step, a group's flows and pushes contend together: slower than workers drifting apart, here by
-    // 2.3-2.4% (32 pairs; 8-11% with 16 routers in step, docs/simulation-training.md).
+    // 5.0% dedicated and 2.3% colocated (32 pairs; TensorFlow's greedy placement in creation order leaves
+    // one shard heavier, where groups in step queue together; 8-11% with 16 routers in step,
+    // docs/simulation-training.md).
     CHECK(folded_r.throughput < plain_r.throughput);
-    CHECK(folded_r.throughput == Approx(plain_r.throughput).epsilon(0.04));
+    CHECK(folded_r.throughput == Approx(plain_r.throughput).epsilon(0.06));
     CHECK(folded_r.inter_node_bytes == Approx(plain_r.inter_node_bytes).epsilon(1e-9));
     CHECK(sim::simulate_training(plat, prof, budget).throughput == Approx(plain_r.throughput).epsilon(1e-12));
   }
