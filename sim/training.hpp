@@ -121,6 +121,10 @@ struct FrameworkRuntime {
   // `comm_cores_xeon_phi` on Xeon Phi (microarchitecture knights-landing). 0 = none.
   int comm_cores = 0;
   int comm_cores_xeon_phi = 0;
+  // PyTorch DDP's buckets (plan_iteration_ddp): formed in forward order, the first up to this many bytes,
+  // the later ones up to the fusion size, reduced in reverse. 0 = dtsim's buckets, filled in backward
+  // order up to the fusion size (Horovod's fusion).
+  double ddp_first_bucket_bytes = 0;
   // The cores per process the servers hold on `cpu` (0 for a GPU).
   int comm_cores_on(const platforms::Device& cpu) const;
 };

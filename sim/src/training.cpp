@@ -77,8 +77,11 @@ class Replay final : public ReplayServices {
     // cycle, the tensors then ready: the plan's buckets are the tensors of about one cycle of backward and
     // the exchange merges the ready ones at each tick up to the fusion threshold.
     const bool per_cycle = family.properties.fuses_ready_per_cycle && point.cycle_s > 0;
-    plan_ = plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes,
-                           per_cycle ? point.cycle_s : 0.0);
+    const double ddp_first_B = point.framework.ddp_first_bucket_bytes;
+    plan_ = family.properties.per_layer_buckets || ddp_first_B <= 0 || point.fusion_bytes <= 0
+                ? plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes,
+                                 per_cycle ? point.cycle_s : 0.0)
+                : plan_iteration_ddp(profile, ddp_first_B, point.fusion_bytes);
     draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
                                                             // workers of equal compute times
     exchange_ = family.make(*this, point.strategy);

@@ -21,13 +21,11 @@ void check_time(double t, const calibrate::LayerTime& l, const char* what) {
     throw InputError(fmt::format("compute profile: layer '{}' has an invalid {} time {} (expected >= 0 s)",
                                  l.name, what, t));
 }
-}  // namespace
 
-IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes, double min_segment_s) {
-  if (!std::isfinite(fusion_bytes) || fusion_bytes < 0)
-    throw InputError(fmt::format("fusion size must be >= 0 bytes, got {}", fusion_bytes));
-  if (!std::isfinite(min_segment_s) || min_segment_s < 0)
-    throw InputError(fmt::format("minimum backward segment must be >= 0 s, got {}", min_segment_s));
+// The plan of `profile`, its buckets filled in backward order: the open bucket closes before layer i
+// (with `bytes` of gradient) when closes_before(i, bytes, open bucket, its backward time so far).
+template <typename ClosesBefore>
+IterationPlan plan_by(const calibrate::ComputeProfile& profile, ClosesBefore closes_before) {
   if (!std::isfinite(profile.update_s) || profile.update_s < 0)
     throw InputError(fmt::format("compute profile: update time must be >= 0 s, got {}", profile.update_s));
   IterationPlan plan;
@@ -56,10 +54,7 @@ IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fu
     since_last_ready_s += l.bwd_s();
     if (l.grad_bytes <= 0) continue;
     const double bytes = static_cast<double>(l.grad_bytes);
-    if (!open.layers.empty() &&
-        (open.bytes + bytes > fusion_bytes || (min_segment_s > 0 && open_until_s >= min_segment_s))) {
-      close();
-    }
+    if (!open.layers.empty() && closes_before(i, bytes, open, open_until_s)) close();
     open.layers.push_back(i);
     open.bytes += bytes;
     open_until_s = since_last_ready_s;  // this gradient is ready when its layer's backward ends
@@ -67,6 +62,40 @@ IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fu
   close();
   plan.bwd_tail_s = std::max(0.0, since_last_ready_s);
   return plan;
+}
+}  // namespace
+
+IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes, double min_segment_s) {
+  if (!std::isfinite(fusion_bytes) || fusion_bytes < 0)
+    throw InputError(fmt::format("fusion size must be >= 0 bytes, got {}", fusion_bytes));
+  if (!std::isfinite(min_segment_s) || min_segment_s < 0)
+    throw InputError(fmt::format("minimum backward segment must be >= 0 s, got {}", min_segment_s));
+  return plan_by(profile, [&](int, double bytes, const Bucket& open, double open_until_s) {
+    return open.bytes + bytes > fusion_bytes || (min_segment_s > 0 && open_until_s >= min_segment_s);
+  });
+}
+
+IterationPlan plan_iteration_ddp(const calibrate::ComputeProfile& profile, double first_bucket_bytes, double cap_bytes) {
+  if (!(std::isfinite(first_bucket_bytes) && first_bucket_bytes > 0 && std::isfinite(cap_bytes) && cap_bytes > 0))
+    throw InputError(fmt::format("DDP bucket limits must be > 0 bytes, got {} and {}", first_bucket_bytes, cap_bytes));
+  // Forward order: each layer with a gradient gets its bucket number; a bucket closes once it reaches
+  // its limit, the layer that crosses it included.
+  std::vector<int> bucket_of(profile.layers.size(), -1);
+  int bucket = 0;
+  double size = 0;
+  for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+    if (profile.layers[i].grad_bytes <= 0) continue;
+    bucket_of[i] = bucket;
+    size += static_cast<double>(profile.layers[i].grad_bytes);
+    if (size >= (bucket == 0 ? first_bucket_bytes : cap_bytes)) {
+      ++bucket;
+      size = 0;
+    }
+  }
+  // Reduced in reverse: walking backward, a bucket closes where the next gradient belongs to another one.
+  return plan_by(profile, [&](int i, double, const Bucket& open, double) {
+    return bucket_of[static_cast<std::size_t>(i)] != bucket_of[static_cast<std::size_t>(open.layers.back())];
+  });
 }
 
 void add_placed(std::vector<double>& per_server, int placed, double amount) {

@@ -36,6 +36,14 @@ struct IterationPlan {
 // Throws InputError for a negative fusion size or segment, or a profile with negative times.
 IterationPlan plan_iteration(const calibrate::ComputeProfile& profile, double fusion_bytes, double min_segment_s = 0);
 
+// PyTorch DistributedDataParallel's buckets (torch.distributed's compute_bucket_assignment_by_size, as
+// DistributedDataParallel calls it): the parameters in forward order, a bucket closing as soon as its size
+// reaches its limit (the tensor that crosses it included), the first limit `first_bucket_bytes` and every
+// later one `cap_bytes`; the buckets are then reduced in reverse (the last layers' first). So the bucket
+// left for after backward, the first layers', is the small one. Buckets and segments in backward order, as
+// plan_iteration's. Throws InputError for a non-positive limit or a profile with negative times.
+IterationPlan plan_iteration_ddp(const calibrate::ComputeProfile& profile, double first_bucket_bytes, double cap_bytes);
+
 // A bucket's layers in words for traces: "fc8" or "conv5_3 .. fc6" (backward order: first .. last).
 std::string bucket_layer_range(const calibrate::ComputeProfile& profile, const Bucket& bucket);
 

@@ -59,6 +59,33 @@ TEST_CASE("sim::Workload: fusion 0 gives one bucket per parameter layer, huge fu
   CHECK_THROWS_AS(sim::plan_iteration(bad, 0), InputError);
 }
 
+TEST_CASE("sim::Workload: DDP forms buckets in forward order, a small first one, and reduces them in reverse",
+          "[sim][workload]") {
+  // Forward order l0 (no parameters) .. l5; first limit 15 bytes, then 25. Forward: l1 (10) stays open,
+  // l2 brings it to 20 >= 15: bucket A = {l1, l2}; l3 (30) >= 25 alone: B = {l3}; l4 + l5 = 20 < 25:
+  // the leftover C = {l4, l5}. Reduced in reverse: C first, then B, and A, the first layers', last.
+  const auto prof = profile_of({0, 10, 10, 30, 10, 10});
+  const auto plan = sim::plan_iteration_ddp(prof, 15, 25);
+  REQUIRE(plan.buckets.size() == 3);
+  CHECK(plan.buckets[0].layers == std::vector<int>{5, 4});
+  CHECK(plan.buckets[1].layers == std::vector<int>{3});
+  CHECK(plan.buckets[2].layers == std::vector<int>{2, 1});
+  // A bucket closes once it reaches its limit, the crossing tensor included (plan_iteration keeps a
+  // bucket under the threshold instead): limits 10 and 15 make {l1}, {l2, l3}, {l4, l5}.
+  const auto crossing = sim::plan_iteration_ddp(prof, 10, 15);
+  REQUIRE(crossing.buckets.size() == 3);
+  CHECK(crossing.buckets[0].layers == std::vector<int>{5, 4});
+  CHECK(crossing.buckets[1].layers == std::vector<int>{3, 2});
+  CHECK(crossing.buckets[2].layers == std::vector<int>{1});
+  // Segments end at each bucket's last gradient in backward order, as plan_iteration's.
+  CHECK(crossing.bwd_segment_s[0] == Approx(4e-3));
+  CHECK(crossing.bwd_segment_s[1] == Approx(4e-3));
+  CHECK(crossing.bwd_segment_s[2] == Approx(2e-3));
+  CHECK(crossing.bwd_tail_s == Approx(2e-3));
+  CHECK(crossing.grad_bytes == Approx(70));
+  CHECK_THROWS_AS(sim::plan_iteration_ddp(prof, 0, 25), InputError);
+}
+
 TEST_CASE("sim::Workload: a cycle closes buckets after one cycle of backward, within the threshold",
           "[sim][workload]") {
   // Backward 2 ms per layer; l0 has no parameters. A 3 ms cycle: a bucket closes once its segment lasts

@@ -8,6 +8,10 @@
 namespace dtsim::sim {
 namespace {
 constexpr double MIB = 1024.0 * 1024.0;
+// torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES (1 MiB), DistributedDataParallel's first bucket limit:
+// "so their gradients don't spill into a much larger bucket, adding unnecessary latency after gradient
+// computation finishes. Experiments showed 1MB is a reasonable value" (torch/nn/parallel/distributed.py).
+constexpr double DDP_FIRST_BUCKET_BYTES = 1 * MIB;
 }  // namespace
 
 const std::vector<FrameworkProfile>& framework_profiles() {
@@ -26,12 +30,13 @@ const std::vector<FrameworkProfile>& framework_profiles() {
       {"horovod", "Horovod 0.21 and later: 128 MiB fusion buffer, 1 ms cycle, negotiation, fusion copies",
        128 * MIB, 1e-3, {"horovod", true, true, "onednn", "nccl-2.7", ""}},
       // PyTorch DistributedDataParallel: bucket_cap_mb 25 (torch.nn.parallel.DistributedDataParallel
-      // documentation); gradients are copied into the bucket buffers unless gradient_as_bucket_view,
+      // documentation), buckets formed in forward order with a 1 MiB first one and reduced in reverse
+      // (plan_iteration_ddp); gradients are copied into the bucket buffers unless gradient_as_bucket_view,
       // which is off by default; allreduce launched when a bucket is ready, no negotiation. Compute is
       // PyTorch's eager ops: libtorch calibration entries where the database has them.
       {"pytorch-ddp",
        "PyTorch DistributedDataParallel: 25 MiB buckets, copies into buckets, no negotiation, libtorch-calibrated compute",
-       25 * MIB, 0, {"pytorch-ddp", false, true, "libtorch", "nccl-2.7", "gloo"}},
+       25 * MIB, 0, {"pytorch-ddp", false, true, "libtorch", "nccl-2.7", "gloo", 0, 0, DDP_FIRST_BUCKET_BYTES}},
       // Intel Caffe with Intel MLSL (intel/caffe scripts/set_env.sh): on a run across nodes MLSL starts
       // MLSL_NUM_SERVERS endpoint servers, 2 on Broadwell/Skylake Xeons and 4 on Xeon Phi, pinned to their
       // own cores, and OMP_NUM_THREADS is the cores left; a single-node run starts none. Gradients go layer
