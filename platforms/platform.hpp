@@ -130,6 +130,9 @@ struct Node {
   int gpu_socket(int gpu) const;
   // The PCIe switch GPU `gpu` sits under (pcie / NVLink kinds with devices_per_switch), else -1.
   int gpu_switch(int gpu) const;
+  // A device's own link toward the host (bytes/s per direction): the PCIe uplink on the NVLink kinds,
+  // whose intra link is NVLink, the intra link otherwise.
+  double device_link_Bps() const;
   // pcie: GPUs a and b (a != b) are farther apart than intra.p2p_level allows, so their bytes stage
   // through host memory (when the intra transport stages at all: Platform::gpus_staged).
   bool beyond_p2p_level(int a, int b) const;

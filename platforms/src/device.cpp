@@ -240,16 +240,23 @@ const std::vector<std::string>& cpu_microarchitectures() {
   return names;
 }
 
-bool Device::intel_before_skylake_sp() const {
+namespace {
+// The table row of `name`, or nullptr (not stated, or a GPU).
+const Microarchitecture* microarchitecture_row(const std::string& name) {
   for (const auto& m : MICROARCHITECTURES)
-    if (microarchitecture == m.name) return m.intel_before_skylake_sp;
-  return false;
+    if (name == m.name) return &m;
+  return nullptr;
+}
+}  // namespace
+
+bool Device::intel_before_skylake_sp() const {
+  const Microarchitecture* m = microarchitecture_row(microarchitecture);
+  return m != nullptr && m->intel_before_skylake_sp;
 }
 
 bool Device::amd() const {
-  for (const auto& m : MICROARCHITECTURES)
-    if (microarchitecture == m.name) return m.amd;
-  return false;
+  const Microarchitecture* m = microarchitecture_row(microarchitecture);
+  return m != nullptr && m->amd;
 }
 
 double Device::formula_peak_flops() const {

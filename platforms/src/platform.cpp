@@ -509,6 +509,12 @@ int Node::gpu_switch(int gpu) const {
   return switched ? gpu / intra.devices_per_switch : -1;
 }
 
+double Node::device_link_Bps() const {
+  const bool nvlink = intra.kind == IntraNodeKind::NVLINK_HYBRID_CUBE_MESH || intra.kind == IntraNodeKind::NVLINK ||
+                      intra.kind == IntraNodeKind::NVSWITCH;
+  return nvlink ? intra.uplink_bandwidth_Bps : intra.link_bandwidth_Bps;
+}
+
 bool Node::beyond_p2p_level(int a, int b) const {
   if (intra.kind != IntraNodeKind::PCIE || a == b) return false;
   if (gpu_switch(a) >= 0 && gpu_switch(a) == gpu_switch(b)) return false;  // under one switch: always P2P

@@ -147,7 +147,7 @@ struct NodeBuilder {
     const bool nvswitch = intra.kind == platforms::IntraNodeKind::NVSWITCH;
     const bool nvlink = hcm || pairs || nvswitch;  // the device's own link is then its PCIe path (uplink)
     const bool pcie = intra.kind == platforms::IntraNodeKind::PCIE;
-    const double dev_link_Bps = nvlink ? intra.uplink_bandwidth_Bps : intra.link_bandwidth_Bps;
+    const double dev_link_Bps = p.node.device_link_Bps();
     std::vector<s4u::Link*> switches;
     for (int g = 0; g < gpus; ++g) {
       devs.push_back(zone->create_host(fmt::format("{}-w{}", tag, g), NOMINAL_HOST_SPEED_FLOPS));

@@ -103,7 +103,7 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
   // A GPU reaches host memory over its PCIe link (the NVLink kinds' uplink) at the pcie transport's DMA
   // rate (CUDA bandwidthTest, pinned; docs/transports.md), as the builder's device link does.
   if (platform.node.gpus > 0)
-    c.device_host_Bps = (nvlink ? intra.uplink_bandwidth_Bps : intra.link_bandwidth_Bps) *
+    c.device_host_Bps = platform.node.device_link_Bps() *
                         platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
   return c;
 }
