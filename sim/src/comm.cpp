@@ -176,10 +176,9 @@ CommResult simulate_comm(const platforms::Platform& platform, const CommRequest&
     r.flows = res.flows;
     r.wall_s = res.wall_s;
   } else {
-    const auto dash = request.pattern.find('-');
-    const auto& algorithm = collective_by_name(request.pattern.substr(0, dash),
-                                               dash == std::string::npos ? "" : request.pattern.substr(dash + 1),
-                                               "--pattern");
+    const auto* found = collective_by_full_name_or_null(request.pattern);
+    if (!found) throw Failure(fmt::format("--pattern '{}' passed the check but has no algorithm (internal error)", request.pattern));
+    const auto& algorithm = *found;
     busbw_factor = algorithm.busbw_factor(request.workers);
     const std::string text = run_in_child([&]() {
       const auto wall0 = std::chrono::steady_clock::now();

@@ -12,11 +12,17 @@
 #include <numeric>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <map>
+#include <set>
+#include <unordered_map>
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
 #include "sim/src/coll/library.hpp"
+#include "sim/src/library_resolution.hpp"
 #include "sim/src/exchange/exchange.hpp"
+#include "sim/src/executor.hpp"
+#include "sim/src/plan/program.hpp"
 #include "sim/src/platform_builder.hpp"
 #include "sim/src/trace.hpp"
 #include "sim/src/training_checks.hpp"
@@ -67,8 +73,9 @@ struct FifoResource {
 
 class Replay final : public ReplayServices {
  public:
+  // `given`: programs to play instead of those of the point's strategy (simulate_programs).
   Replay(World& world, const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
-         const TrainingPoint& point, const Layout& layout)
+         const TrainingPoint& point, const Layout& layout, const StepPrograms* given = nullptr)
       : world_(world), platform_(platform), profile_(profile), point_(point), layout_(layout) {
     workers_ = point.workers;
     iters_ = resolved_iterations(point);
@@ -84,7 +91,15 @@ class Replay final : public ReplayServices {
                 : plan_iteration_ddp(profile, ddp_first_B, point.fusion_bytes);
     draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
                                                             // workers of equal compute times
-    exchange_ = family.make(*this, point.strategy);
+    if (auto programs = given ? std::optional<StepPrograms>(*given)
+                        : family.plan   ? family.plan(plan_, profile, point)
+                                        : std::nullopt) {
+      programs_ = std::move(*programs);
+      check_programs(programs_);
+      prepare_programs();
+    } else {
+      exchange_ = family.make(*this, point.strategy);
+    }
     interferes_ = point.interference && platform.has_gpus();
     in_flight_.assign(static_cast<std::size_t>(workers_), 0);
     loads_.assign(static_cast<std::size_t>(workers_), -1);
@@ -251,14 +266,21 @@ class Replay final : public ReplayServices {
   };
 
   void compute_named(int r, int it, double seconds, std::string what, TraceRecorder::Args args, Callback done) {
+    // Every exchange family names its backward so.
+    const TaskPhase phase = what.starts_with("backward") ? TaskPhase::BACKWARD : TaskPhase::FORWARD;
+    compute_phase(r, it, seconds, std::move(what), phase, std::move(args), std::move(done));
+  }
+
+  void compute_phase(int r, int it, double seconds, std::string what, TaskPhase phase, TraceRecorder::Args args,
+                     Callback done) {
     ++activities_;
     const double t0 = world_.now();
-    world_.compute(r, seconds, [this, r, it, t0, what = std::move(what), args = std::move(args), done = std::move(done)] {
+    world_.compute(r, seconds, [this, r, it, t0, phase, what = std::move(what), args = std::move(args), done = std::move(done)] {
       const double t1 = world_.now();
       if (r == 0) {
         auto& r0 = rank0_[static_cast<std::size_t>(it)];
         r0.compute.push_back({t0, t1});
-        if (what.starts_with("backward")) r0.backward_end_s = t1;  // every family names its backward so
+        if (phase == TaskPhase::BACKWARD) r0.backward_end_s = t1;
       }
       if (tracing(it)) trace_.add(TraceRecorder::Group::WORKERS, r, what, "compute", t0, t1, args);
       done();
@@ -319,7 +341,14 @@ class Replay final : public ReplayServices {
       if (point_.data == DataMode::REAL)
         trace_.name_track(TraceRecorder::Group::INPUT, r, fmt::format("worker {} input", r));
     }
-    exchange_->name_tracks();
+    if (exchange_) {
+      exchange_->name_tracks();
+    } else {
+      for (std::size_t g = 0; g < programs_.groups.size(); ++g)
+        trace_.name_track(TraceRecorder::Group::EXCHANGES, static_cast<int>(g),
+                          g == 0 && programs_.groups[g].name == "world" ? std::string("collectives")
+                                                                        : "collectives of " + programs_.groups[g].name);
+    }
   }
 
   // ---- iteration ------------------------------------------------------------------------------
@@ -328,13 +357,17 @@ class Replay final : public ReplayServices {
     rs.iter = it;
     rs.start_s = world_.now();
     const bool needs_input = point_.data == DataMode::REAL;
-    rs.gate = exchange_->forward_gates(r, it) + (needs_input ? 1 : 0) + 1;  // +1 released below
+    rs.gate = (exchange_ ? exchange_->forward_gates(r, it) : 0) + (needs_input ? 1 : 0) + 1;  // +1 released below
     if (needs_input) need_input(r, [this, r, it] { release_gate(r, it); });
-    exchange_->iteration_start(r, it);
+    if (exchange_) exchange_->iteration_start(r, it);
     release_gate(r, it);
   }
 
   void forward(int r, int it) {
+    if (!exchange_) {
+      start_program(r, it);
+      return;
+    }
     if (r == 0) rank0_[static_cast<std::size_t>(it)].forward_start_s = world_.now();
     compute(r, it, plan_.fwd_s * factor(r, it), "forward", [this, r, it] { exchange_->forward_done(r, it); });
   }
@@ -356,6 +389,221 @@ class Replay final : public ReplayServices {
       exchange_->bucket_ready(r, it, k);
       backward_segment(r, it, k + 1);
     });
+  }
+
+  // ---- step programs ---------------------------------------------------------------------------
+  // The executor plays each rank's program (sim/src/plan/program.hpp): a task starts once its deps are
+  // done; computes run one at a time per rank and collectives one at a time per rank, each in program
+  // order among the ready ones; a collective starts when every member of its group has reached it (the
+  // n-th call of each member on that group), a send/recv pair when both ends have.
+  struct ProgramRun {
+    int it = -1;
+    int left = 0;                           // tasks not done yet
+    std::vector<int> waiting;               // deps not done, per task
+    bool compute_busy = false, comm_busy = false;
+    std::set<int> compute_ready, comm_ready;  // ready tasks waiting for their stream, in program order
+    std::unordered_map<int, std::int64_t> calls;  // collectives issued per group, over all iterations
+  };
+  struct Rendezvous {
+    std::vector<std::pair<int, int>> members;  // (rank, task) arrived
+    int iteration = 0;
+  };
+  struct PeerMatch {
+    std::vector<std::pair<int, int>> sends, recvs;  // (rank, task) posted, in order
+    std::size_t matched = 0;
+  };
+
+  void prepare_programs() {
+    const auto& pr = programs_;
+    dependents_.assign(pr.programs.size(), {});
+    for (std::size_t p = 0; p < pr.programs.size(); ++p) {
+      const auto& tasks = pr.programs[p].tasks;
+      auto& dep = dependents_[p];
+      dep.assign(tasks.size(), {});
+      for (std::size_t i = 0; i < tasks.size(); ++i)
+        for (int d : tasks[i].deps) dep[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+    }
+    runs_.assign(static_cast<std::size_t>(workers_), ProgramRun{});
+    library_ = &collective_library_by_name(resolve_collective_library(platform_, point_).name, "--collective-library");
+    forced_ = point_.strategy.collective == "auto" ? "" : point_.strategy.collective;
+    if (!forced_.empty()) (void)collective_by_name("allreduce", forced_, "--strategy");
+  }
+
+  const Task& task_of(int r, int i) const { return programs_.of(r).tasks[static_cast<std::size_t>(i)]; }
+
+  void start_program(int r, int it) {
+    auto& run = runs_[static_cast<std::size_t>(r)];
+    const auto& tasks = programs_.of(r).tasks;
+    run.it = it;
+    run.left = static_cast<int>(tasks.size());
+    run.waiting.resize(tasks.size());
+    for (std::size_t i = 0; i < tasks.size(); ++i) run.waiting[i] = static_cast<int>(tasks[i].deps.size());
+    if (tasks.empty()) {
+      end_iteration(r, it);
+      return;
+    }
+    for (std::size_t i = 0; i < tasks.size(); ++i)
+      if (tasks[i].deps.empty()) task_ready(r, static_cast<int>(i));
+  }
+
+  void task_ready(int r, int i) {
+    auto& run = runs_[static_cast<std::size_t>(r)];
+    const Task& t = task_of(r, i);
+    switch (t.kind) {
+      case TaskKind::COMPUTE:
+        run.compute_ready.insert(i);
+        pump_compute(r);
+        break;
+      case TaskKind::COLLECTIVE:
+        run.comm_ready.insert(i);
+        pump_comm(r);
+        break;
+      case TaskKind::SEND:
+      case TaskKind::RECV:
+        post_p2p(r, i);
+        break;
+      case TaskKind::DELAY:
+        ++activities_;
+        world_.after(t.seconds, [this, r, i] { task_done(r, i); });
+        break;
+    }
+  }
+
+  void pump_compute(int r) {
+    auto& run = runs_[static_cast<std::size_t>(r)];
+    if (run.compute_busy || run.compute_ready.empty()) return;
+    const int i = *run.compute_ready.begin();
+    run.compute_ready.erase(run.compute_ready.begin());
+    run.compute_busy = true;
+    const Task& t = task_of(r, i);
+    const int it = run.it;
+    if (r == 0 && t.phase == TaskPhase::FORWARD && rank0_[static_cast<std::size_t>(it)].forward_start_s <= 0)
+      rank0_[static_cast<std::size_t>(it)].forward_start_s = world_.now();
+    TraceRecorder::Args args;
+    if (tracing(it))
+      for (const auto& [k, v] : t.args) args.emplace_back(k, v);
+    compute_phase(r, it, t.seconds * factor(r, it), t.label, t.phase, std::move(args), [this, r, i] {
+      runs_[static_cast<std::size_t>(r)].compute_busy = false;
+      task_done(r, i);
+      pump_compute(r);
+    });
+  }
+
+  void pump_comm(int r) {
+    auto& run = runs_[static_cast<std::size_t>(r)];
+    if (run.comm_busy || run.comm_ready.empty()) return;
+    const int i = *run.comm_ready.begin();
+    run.comm_ready.erase(run.comm_ready.begin());
+    run.comm_busy = true;
+    const int g = programs_.group_of(r, task_of(r, i));
+    const std::int64_t call = run.calls[g]++;
+    auto& rv = rendezvous_[{g, call}];
+    rv.members.emplace_back(r, i);
+    rv.iteration = run.it;
+    if (rv.members.size() < programs_.groups[static_cast<std::size_t>(g)].ranks.size()) return;
+    Rendezvous ready = std::move(rv);
+    rendezvous_.erase({g, call});
+    launch_collective(g, std::move(ready));
+  }
+
+  void launch_collective(int g, Rendezvous rv) {
+    const auto& group = programs_.groups[static_cast<std::size_t>(g)];
+    const auto [r0, i0] = rv.members.front();
+    const Task& t = task_of(r0, i0);
+    const int it = rv.iteration;
+    const int n = static_cast<int>(group.ranks.size());
+    ++activities_;
+    const double t0 = world_.now();
+    // The group's geometry as the library sees it: its nodes and most ranks on one node.
+    std::vector<int> nodes;
+    std::unordered_map<int, int> per_node;
+    int most = 0;
+    for (int q : group.ranks) {
+      const int node = node_of_rank(q);
+      if (per_node[node]++ == 0) nodes.push_back(node);
+      most = std::max(most, per_node[node]);
+    }
+    const LibraryCall call = library_call(platform_, n, static_cast<int>(nodes.size()), t.bytes);
+    if (n > 1) {
+      const std::string algorithm_name =
+          t.operation == "allreduce" ? library_->choose(call, forced_).algorithm : "";
+      const CollectiveAlgorithm* algorithm = nullptr;
+      for (const auto& a : collective_table())
+        if (a.operation == t.operation && (algorithm_name.empty() || a.name == algorithm_name)) {
+          algorithm = &a;
+          break;
+        }
+      if (!algorithm) throw Failure(fmt::format("collective '{}' has no algorithm (internal error)", t.operation));
+      const auto split = algorithm->bytes_moved({n, static_cast<int>(nodes.size()), most}, t.bytes);
+      count_group_bytes(split.inter_node_B, split.intra_node_B, nodes);
+    }
+    for (int q : group.ranks) comm_begin(q);  // the collective's kernels hold every member's device
+    start_library_collective(
+        world_, *library_, t.operation, call, group.ranks, forced_, point_.comm_mode,
+        [this, g, it, t0, rv = std::move(rv)] {
+          const auto& grp = programs_.groups[static_cast<std::size_t>(g)];
+          for (int q : grp.ranks) comm_end(q);
+          const double now = world_.now();
+          const auto [first_r, first_i] = rv.members.front();
+          const Task& task = task_of(first_r, first_i);
+          if (std::find(grp.ranks.begin(), grp.ranks.end(), 0) != grp.ranks.end()) record_comm(0, it, t0, now);
+          if (tracing(it)) {
+            TraceRecorder::Args args;
+            for (const auto& [k, v] : task.args) args.emplace_back(k, v);
+            args.emplace_back("iteration", static_cast<double>(it));
+            trace_.add(TraceRecorder::Group::EXCHANGES, g, task.label, task.operation, t0, now, std::move(args));
+          }
+          // Members complete in group order, each then issuing its next ready work.
+          std::vector<std::pair<int, int>> members = rv.members;
+          std::sort(members.begin(), members.end());
+          for (const auto& [q, i] : members) {
+            runs_[static_cast<std::size_t>(q)].comm_busy = false;
+            task_done(q, i);
+            pump_comm(q);
+          }
+        },
+        "step program");
+  }
+
+  void post_p2p(int r, int i) {
+    const Task& t = task_of(r, i);
+    const int peer = programs_.peer_of(r, t);
+    const bool send = t.kind == TaskKind::SEND;
+    auto& m = p2p_[send ? std::make_pair(r, peer) : std::make_pair(peer, r)];
+    (send ? m.sends : m.recvs).emplace_back(r, i);
+    while (m.matched < m.sends.size() && m.matched < m.recvs.size()) {
+      const auto [sr, si] = m.sends[m.matched];
+      const auto [rr, ri] = m.recvs[m.matched];
+      ++m.matched;
+      const double bytes = task_of(sr, si).bytes;
+      const int it = runs_[static_cast<std::size_t>(sr)].it;
+      const double t0 = world_.now();
+      transfer(world_.worker_host(sr), node_of_rank(sr), world_.worker_host(rr), node_of_rank(rr), bytes,
+               [this, sr, si, rr, ri, it, t0] {
+                 if (sr == 0 || rr == 0) record_comm(0, it, t0, world_.now());
+                 task_done(sr, si);
+                 task_done(rr, ri);
+               });
+    }
+  }
+
+  void task_done(int r, int i) {
+    auto& run = runs_[static_cast<std::size_t>(r)];
+    const int program = programs_.program_of[static_cast<std::size_t>(r)];
+    for (int d : dependents_[static_cast<std::size_t>(program)][static_cast<std::size_t>(i)])
+      if (--run.waiting[static_cast<std::size_t>(d)] == 0) task_ready(r, d);
+    if (--run.left == 0) end_iteration(r, run.it);
+  }
+
+  // Collective bytes counted over the nodes of its group: per-node NIC shares equal.
+  void count_group_bytes(double inter_node_B, double intra_node_B, const std::vector<int>& nodes) {
+    inter_node_B_ += inter_node_B;
+    intra_node_B_ += intra_node_B;
+    if (inter_node_B <= 0 || nodes.empty()) return;
+    for (int n : nodes) {
+      nic_in_B_[static_cast<std::size_t>(n)] += inter_node_B / static_cast<double>(nodes.size());
+      nic_out_B_[static_cast<std::size_t>(n)] += inter_node_B / static_cast<double>(nodes.size());
+    }
   }
 
   // ---- input pipeline ------------------------------------------------------------------------
@@ -450,7 +698,14 @@ class Replay final : public ReplayServices {
   int workers_ = 1, iters_ = 1, trace_first_ = 0;
   std::vector<double> link_bytes_lo_, link_bytes_hi_;  // World::link_bytes() at the window's ends
   IterationPlan plan_;
-  std::unique_ptr<Exchange> exchange_;
+  std::unique_ptr<Exchange> exchange_;  // families played through exchange hooks; null: step programs
+  StepPrograms programs_;
+  std::vector<std::vector<std::vector<int>>> dependents_;  // per program, per task: the tasks waiting on it
+  std::vector<ProgramRun> runs_;
+  std::map<std::pair<int, std::int64_t>, Rendezvous> rendezvous_;  // (group, call) -> members arrived
+  std::map<std::pair<int, int>, PeerMatch> p2p_;                   // (sender, receiver) -> posted tasks
+  const CollectiveLibrary* library_ = nullptr;
+  std::string forced_;  // the strategy's allreduce algorithm; empty: the library picks
   std::vector<double> factors_;
   bool interferes_ = false;              // compute-communication interference on (GPU workers)
   std::vector<int> in_flight_;           // collectives holding each worker's device
@@ -469,7 +724,7 @@ PointResult Replay::result() const {
   PointResult res;
   res.workers = workers_;
   res.nodes = layout_.nodes;
-  res.ps_servers = exchange_->servers();
+  res.ps_servers = exchange_ ? exchange_->servers() : 0;
   res.buckets = static_cast<int>(plan_.buckets.size());
   res.activities = activities_;
   const double batch = profile_.batch;
@@ -530,7 +785,7 @@ PointResult Replay::result() const {
   res.busiest_nic_node = nic_in_B_.empty() ? -1 : static_cast<int>(busiest);
   res.busiest_nic_bytes = std::max(0.0, busiest_B) / iters_;
   res.busiest_nic_busy = nic_Bps > 0 ? res.busiest_nic_bytes / nic_Bps / iter : 0;
-  res.busiest_nic_server = exchange_->server_on_node(static_cast<int>(busiest));
+  res.busiest_nic_server = exchange_ ? exchange_->server_on_node(static_cast<int>(busiest)) : -1;
   res.resources = measured_resources(res.iteration_time_s);
   return res;
 }
@@ -552,14 +807,14 @@ std::vector<ResourceUse> Replay::measured_resources(double iteration_s) const {
     u.kind = role.kind;
     u.node = role.node;
     const bool server_side = role.kind == "nic" || role.kind == "switch-port";
-    u.server = server_side && role.node >= 0 ? exchange_->server_on_node(role.node) : -1;
+    u.server = server_side && role.node >= 0 && exchange_ ? exchange_->server_on_node(role.node) : -1;
     u.bytes = bytes / measured_iters;
     u.capacity_Bps = bw;
     u.utilisation = bytes / (bw * span_s);
     out.push_back(std::move(u));
   }
   // A PS shard's CPU applies every worker's push (server apply), or its share of the update once.
-  if (const double update_s = exchange_->busiest_server_update_s(); update_s > 0 && iteration_s > 0) {
+  if (const double update_s = exchange_ ? exchange_->busiest_server_update_s() : 0.0; update_s > 0 && iteration_s > 0) {
     ResourceUse u;
     u.name = "busiest PS shard's CPU (applying the gradients)";
     u.kind = "ps-cpu";
@@ -622,16 +877,19 @@ void Replay::finish_trace() {
 
 }  // namespace
 
-PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
-                              const TrainingPoint& point) {
+namespace {
+PointResult simulate(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                     const TrainingPoint& point, const StepPrograms* given) {
   const Layout layout = check_training_point(platform, profile, point);
+  if (given && given->ranks() != point.workers)
+    throw Failure(fmt::format("{} step programs for {} workers (internal error)", given->ranks(), point.workers));
   std::string text;
   try {
     text = run_in_child([&] {
       const auto wall0 = std::chrono::steady_clock::now();
       const platforms::Platform run_on = platform_for_library(platform, point);
       World world(run_on, layout);
-      Replay replay(world, run_on, profile, point, layout);
+      Replay replay(world, run_on, profile, point, layout, given);
       replay.start();
       world.run();
       PointResult res = replay.result();
@@ -655,6 +913,17 @@ PointResult simulate_training(const platforms::Platform& platform, const calibra
         uses_servers(point.strategy) ? fmt::format(", {} servers", point.ps_servers) : "", platform.name, what));
   }
   return point_result_from_json(nlohmann::json::parse(text));
+}
+}  // namespace
+
+PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                              const TrainingPoint& point) {
+  return simulate(platform, profile, point, nullptr);
+}
+
+PointResult simulate_programs(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                              const TrainingPoint& point, const StepPrograms& programs) {
+  return simulate(platform, profile, point, &programs);
 }
 
 }  // namespace dtsim::sim

@@ -7,6 +7,7 @@
 #include "common/errors.hpp"
 #include "platforms/transport.hpp"
 #include "sim/src/coll/library.hpp"
+#include "sim/src/library_resolution.hpp"
 #include "sim/training.hpp"
 #include "tests/sim/world_test_support.hpp"
 

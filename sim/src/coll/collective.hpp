@@ -35,7 +35,7 @@ struct UniformNetwork {
 };
 
 struct CollectiveAlgorithm {
-  std::string operation;    // "allreduce" or "broadcast"
+  std::string operation;    // "allreduce", "reduce-scatter", "allgather", "broadcast", "alltoall"
   std::string name;         // "ring", "tree", ...; the full name is operation-name
   std::string description;  // one line for --help and docs
   // Starts the collective over `ranks` (rank list order is the algorithm's rank order); `done` is
@@ -53,6 +53,10 @@ struct CollectiveAlgorithm {
 
 // Every algorithm, in table order.
 const std::vector<CollectiveAlgorithm>& collective_table();
+// The operations of the table, in table order ("allreduce", "broadcast", ...).
+std::vector<std::string> collective_operations();
+// The algorithm whose full name is `full_name` ("reduce-scatter-ring"); nullptr when there is none.
+const CollectiveAlgorithm* collective_by_full_name_or_null(const std::string& full_name);
 // The algorithm `operation`-`name` ("allreduce", "ring"); nullptr when there is none.
 const CollectiveAlgorithm* collective_or_null(const std::string& operation, const std::string& name);
 // The same, or InputError naming `what` (a flag or field) and listing the accepted names.
@@ -72,6 +76,11 @@ namespace coll {
 std::function<void()> countdown(int count, Done done);
 // Ranks grouped by node in order of first appearance.
 std::vector<std::vector<int>> group_by_node(const World& world, const std::vector<int>& ranks);
+// A ring of `steps` steps of bytes/n (ring_pass.cpp): fine mode sends every step, coarse mode one flow per
+// edge carrying all steps' chunks plus the other steps' latencies.
+void ring_pass(World& w, const std::vector<int>& ranks, double bytes, int steps, CommMode mode, Done done);
+// Bytes of a ring pass of `steps` steps of bytes/n in node-major order, by node boundary.
+ByteSplit ring_pass_bytes(const RankGeometry& g, double bytes, int steps);
 // Ring-equivalent bytes of an allreduce (2(n-1)/n x bytes per rank) split by node boundary, for
 // algorithms whose per-rank traffic matches the ring's.
 ByteSplit ring_like_bytes(const RankGeometry& g, double bytes);

@@ -9,7 +9,6 @@
 #include "platforms/transport.hpp"
 #include "sim/src/coll/library.hpp"
 #include "sim/src/world.hpp"
-#include "sim/training.hpp"
 
 namespace dtsim::sim {
 
@@ -47,34 +46,6 @@ const CollectiveLibrary& collective_library_by_name(const std::string& name, con
 
 void check_collective_library(const std::string& name, const std::string& what) {
   (void)collective_library_by_name(name, what);
-}
-
-LibraryResolution resolve_collective_library(const platforms::Platform& platform, const TrainingPoint& point) {
-  // Precedence: the point (flag > scenario, merged by the caller) > framework > platform > default rule.
-  if (!point.collective_library.empty()) return {point.collective_library, "named"};
-  const bool gpus = platform.has_gpus();
-  const std::string& framework_library = gpus ? point.framework.gpu_library : point.framework.cpu_library;
-  if (!framework_library.empty()) return {framework_library, "framework " + point.framework.name};
-  if (!platform.collective_library.empty()) {
-    check_collective_library(platform.collective_library,
-                             fmt::format("{}: platform field 'collective_library'", platform.collective_library_at));
-    return {platform.collective_library, "platform"};
-  }
-  return gpus ? LibraryResolution{DEFAULT_GPU_LIBRARY, "default rule (GPU nodes)"}
-              : LibraryResolution{DEFAULT_CPU_LIBRARY, "default rule (CPU nodes)"};
-}
-
-platforms::Platform platform_for_library(const platforms::Platform& platform, const TrainingPoint& point) {
-  platforms::Platform out = platform;
-  auto& intra = out.node.intra;
-  if (intra.kind != platforms::IntraNodeKind::PCIE || intra.p2p_level_stated || !platform.has_gpus()) return out;
-  if (uses_servers(point.strategy)) {
-    intra.p2p_level = CUDA_PEER_P2P_LEVEL;
-    return out;
-  }
-  const auto& library = collective_library_by_name(resolve_collective_library(platform, point).name, "collective library");
-  if (library.gpu_p2p_level) intra.p2p_level = *library.gpu_p2p_level;
-  return out;
 }
 
 LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes) {
@@ -138,6 +109,39 @@ void start_library_allreduce(World& world, const CollectiveLibrary& library, con
     return;
   }
   world.after(choice.call_latency_s, std::move(collective));
+}
+
+void start_library_collective(World& world, const CollectiveLibrary& library, const std::string& operation,
+                              const LibraryCall& call, const std::vector<int>& ranks, const std::string& forced,
+                              CommMode mode, Done done, const std::string& what) {
+  if (operation == "allreduce") {
+    start_library_allreduce(world, library, call, ranks, forced, mode, std::move(done));
+    return;
+  }
+  const CollectiveAlgorithm* algorithm = nullptr;
+  for (const auto& a : collective_table())
+    if (a.operation == operation) {
+      algorithm = &a;
+      break;
+    }
+  if (!algorithm) {
+    std::string known;
+    for (const auto& op : collective_operations()) known += (known.empty() ? "" : ", ") + op;
+    throw InputError(fmt::format("{}: unknown collective operation '{}' (expected one of: {})", what, operation, known));
+  }
+  const LibraryChoice ring = library.choose(call, "ring");
+  if (!(ring.bandwidth_efficiency > 0 && ring.bandwidth_efficiency <= 1))
+    throw Failure(fmt::format("collective library {}: bandwidth efficiency {} (internal error)", library.name,
+                              ring.bandwidth_efficiency));
+  const double wire_B = call.bytes / ring.bandwidth_efficiency;
+  auto run = [&world, algorithm, ranks, wire_B, mode, done = std::move(done)]() mutable {
+    start_collective(world, *algorithm, ranks, wire_B, mode, std::move(done));
+  };
+  if (ranks.size() < 2 || ring.call_latency_s <= 0) {
+    run();
+    return;
+  }
+  world.after(ring.call_latency_s, std::move(run));
 }
 
 }  // namespace dtsim::sim

@@ -14,8 +14,6 @@
 
 namespace dtsim::sim {
 
-struct TrainingPoint;
-
 // Software that moves GPU buffers through the CUDA driver goes peer to peer wherever the driver grants
 // peer access (cudaDeviceCanAccessPeer): under a PCIe switch or through one socket's root complex, not
 // across QPI/UPI on Intel hosts, where the driver or the library stages through host memory. So do
@@ -64,12 +62,6 @@ const std::vector<CollectiveLibrary>& collective_library_table();
 // The library `name`, or InputError naming `what` and listing the names.
 const CollectiveLibrary& collective_library_by_name(const std::string& name, const std::string& what);
 
-// `platform` as `point`'s software runs on it: a PCIe GPU node's unstated p2p_level becomes the CUDA
-// driver's for parameter-server strategies (no collective library: the framework copies between GPUs)
-// and the library's own where it has one (CUDA-aware MPI); otherwise the file's default, NCCL 2.7's
-// rule. The simulation builds this platform.
-platforms::Platform platform_for_library(const platforms::Platform& platform, const TrainingPoint& point);
-
 // The call a library sees on `platform` for `bytes` over `ranks` ranks on `nodes` nodes.
 LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes);
 
@@ -79,5 +71,15 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
 void start_library_allreduce(World& world, const CollectiveLibrary& library, const LibraryCall& call,
                              const std::vector<int>& ranks, const std::string& forced, CommMode mode, Done done,
                              LibraryChoice* chosen = nullptr);
+
+// Starts one collective `operation` ("allreduce", "reduce-scatter", "allgather", "broadcast", "alltoall") over
+// `ranks` as the library runs it. Allreduce: start_library_allreduce. The others run the operation's
+// algorithm of the collective table (one each: NCCL runs reduce-scatter and allgather on rings only, and
+// all-to-all as grouped point-to-point), on the protocol, bandwidth efficiency and call latency the library
+// picks for a ring allreduce of the same bytes (NCCL's tuner applies one protocol model to every ring
+// collective; docs/collective-libraries.md). InputError naming `what` for an unknown operation.
+void start_library_collective(World& world, const CollectiveLibrary& library, const std::string& operation,
+                              const LibraryCall& call, const std::vector<int>& ranks, const std::string& forced,
+                              CommMode mode, Done done, const std::string& what);
 
 }  // namespace dtsim::sim

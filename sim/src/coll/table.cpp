@@ -2,6 +2,7 @@
 // here and one closed-form test (tests/sim/test_collectives.cpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "common/errors.hpp"
@@ -16,6 +17,9 @@ CollectiveAlgorithm allreduce_rhd();
 CollectiveAlgorithm allreduce_hier();
 CollectiveAlgorithm allreduce_rd();
 CollectiveAlgorithm broadcast_binomial();
+CollectiveAlgorithm reduce_scatter_ring();
+CollectiveAlgorithm allgather_ring();
+CollectiveAlgorithm alltoall_pairwise();
 
 const std::vector<CollectiveAlgorithm>& collective_table() {
   static const std::vector<CollectiveAlgorithm> table{
@@ -25,6 +29,9 @@ const std::vector<CollectiveAlgorithm>& collective_table() {
       allreduce_hier(),
       allreduce_rd(),
       broadcast_binomial(),
+      reduce_scatter_ring(),
+      allgather_ring(),
+      alltoall_pairwise(),
   };
   return table;
 }
@@ -32,6 +39,19 @@ const std::vector<CollectiveAlgorithm>& collective_table() {
 const CollectiveAlgorithm* collective_or_null(const std::string& operation, const std::string& name) {
   for (const auto& a : collective_table())
     if (a.operation == operation && a.name == name) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> collective_operations() {
+  std::vector<std::string> out;
+  for (const auto& a : collective_table())
+    if (std::find(out.begin(), out.end(), a.operation) == out.end()) out.push_back(a.operation);
+  return out;
+}
+
+const CollectiveAlgorithm* collective_by_full_name_or_null(const std::string& full_name) {
+  for (const auto& a : collective_table())
+    if (a.full_name() == full_name) return &a;
   return nullptr;
 }
 

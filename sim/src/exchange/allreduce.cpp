@@ -11,6 +11,7 @@
 #include "sim/src/coll/collective.hpp"
 #include "sim/src/coll/library.hpp"
 #include "sim/src/exchange/exchange.hpp"
+#include "sim/src/plan/planners.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -224,6 +225,12 @@ class AllreduceExchange final : public Exchange {
 };
 
 }  // namespace
+
+std::optional<StepPrograms> plan_allreduce_family(const IterationPlan& plan, const calibrate::ComputeProfile& profile,
+                                                  const TrainingPoint& point) {
+  if (point.cycle_s > 0 || point.framework.negotiation || point.framework.fusion_copies) return std::nullopt;
+  return plan_data_parallel(plan, profile, point.workers, {.overlap = point.overlap});
+}
 
 std::unique_ptr<Exchange> make_allreduce_exchange(ReplayServices& replay, const Strategy& strategy) {
   return std::make_unique<AllreduceExchange>(replay, strategy);

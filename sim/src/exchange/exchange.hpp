@@ -5,9 +5,11 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/src/plan/program.hpp"
 #include "sim/src/trace.hpp"
 #include "sim/src/workload.hpp"
 #include "sim/src/world.hpp"
@@ -110,6 +112,11 @@ struct ExchangeFamily {
   std::string description;
   ExchangeProperties properties;
   std::function<std::unique_ptr<Exchange>(ReplayServices&, const Strategy&)> make;
+  // A family played as step programs (sim/src/plan/): the ranks' programs for a point, or nullopt where the
+  // point needs the exchange's hooks (make). Null: the family always runs through its hooks.
+  std::function<std::optional<StepPrograms>(const IterationPlan&, const calibrate::ComputeProfile&,
+                                            const TrainingPoint&)>
+      plan = nullptr;
 };
 
 const std::vector<ExchangeFamily>& exchange_table();
@@ -117,6 +124,11 @@ const ExchangeFamily& exchange_family(const Strategy& strategy);  // Failure for
 
 // Factories, one per family file.
 std::unique_ptr<Exchange> make_allreduce_exchange(ReplayServices& replay, const Strategy& strategy);
+// The allreduce family's step programs (plan_data_parallel), except under a framework runtime that works
+// per cycle or around each collective (Horovod's cycle, negotiation and fusion-buffer copies), which the
+// exchange's hooks play.
+std::optional<StepPrograms> plan_allreduce_family(const IterationPlan& plan, const calibrate::ComputeProfile& profile,
+                                                  const TrainingPoint& point);
 std::unique_ptr<Exchange> make_ps_exchange(ReplayServices& replay, const Strategy& strategy);
 // Layout::server_nic_nodes for a point: the colocated servers' nodes when the parameter-server family
 // will fold them (coarse, one device per node, whole switches), else 0.

@@ -15,7 +15,7 @@ constexpr const char* AUTO_COLLECTIVE = "auto";
 const std::vector<ExchangeFamily>& exchange_table() {
   static const std::vector<ExchangeFamily> table{
       {"allreduce", "bucketed gradients allreduced by every worker, overlapped with backward (Horovod, DDP)",
-       {.uses_collective = true, .fuses_ready_per_cycle = true}, make_allreduce_exchange},
+       {.uses_collective = true, .fuses_ready_per_cycle = true}, make_allreduce_exchange, plan_allreduce_family},
       {"ps", "TensorFlow parameter_server: every worker pushes each variable to its shard and pulls it back",
        {.uses_servers = true, .per_layer_buckets = true}, make_ps_exchange},
       {"ps-replicated", "TensorFlow distributed_replicated: GPUs of a node sum locally, the node pushes once",

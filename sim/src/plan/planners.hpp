@@ -1,0 +1,21 @@
+// Internal to sim/: planners, each building the step programs of one parallel training family from the
+// iteration's compute plan, without SimGrid (tested in tests/sim/test_planners.cpp). One file per planner.
+#pragma once
+#include "calibrate/profile.hpp"
+#include "sim/src/plan/program.hpp"
+#include "sim/src/workload.hpp"
+
+namespace dtsim::sim {
+
+struct DataParallelOptions {
+  bool overlap = true;  // allreduce each bucket during the remaining backward; false: after backward
+};
+
+// Data parallelism with allreduce (DDP, Horovod without its cycle): every rank runs forward, backward cut at
+// the plan's buckets, one allreduce of each bucket over all ranks in backward order on the communication
+// stream (started once the bucket's gradients are ready on every rank), and the optimizer update once the
+// last allreduce and backward are over.
+StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::ComputeProfile& profile, int workers,
+                                const DataParallelOptions& options);
+
+}  // namespace dtsim::sim

@@ -1,0 +1,80 @@
+// Internal to sim/: step programs. What each rank does in one training iteration, as data: a small DAG
+// of typed tasks (compute, a collective on a process group, send/recv between two ranks, a hook into an
+// exchange family). Planners (plan/*.cpp) build programs from the model, the calibration and the parallel
+// layout without SimGrid; the executor (training.cpp) plays any program on the World, just in time.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtsim::sim {
+
+// A set of ranks that run collectives together (Megatron-LM's process groups, NCCL communicators).
+// `ranks` are in the group's own rank order (ring order of its collectives).
+struct ProcessGroup {
+  std::string name;  // "world", "dp 3", "tp 0", ...
+  std::vector<int> ranks;
+};
+
+enum class TaskKind {
+  COMPUTE,     // the rank's device busy for `seconds` (before the rank's compute factor)
+  COLLECTIVE,  // `operation` over `group`, `bytes` per rank (the buffer each rank contributes or holds)
+  SEND,        // `bytes` to rank `peer`; completes when the matching RECV has received them
+  RECV,        // `bytes` from rank `peer`
+  DELAY,       // `seconds` of wall time that holds no device (a copy engine, a runtime's wait)
+};
+// "compute", "collective", ...
+const char* to_string(TaskKind kind);
+
+// What a task stands for in the iteration's breakdown and the trace.
+enum class TaskPhase { FORWARD, BACKWARD, UPDATE, COMMUNICATION };
+
+struct Task {
+  TaskKind kind = TaskKind::COMPUTE;
+  TaskPhase phase = TaskPhase::FORWARD;
+  std::string label{};        // "forward", "backward to bucket 3: conv5_3 .. fc6", "allreduce bucket 0"
+  double seconds = 0;         // COMPUTE, DELAY
+  std::string operation{};    // COLLECTIVE: "allreduce", "reduce-scatter", "allgather", "broadcast", "alltoall"
+  int group = -1;             // COLLECTIVE: a slot of the rank's groups (StepPrograms::rank_groups)
+  int peer = -1;              // SEND / RECV: a slot of the rank's peers (StepPrograms::rank_peers)
+  double bytes = 0;           // COLLECTIVE, SEND, RECV
+  std::vector<int> deps{};    // indices of earlier tasks of the same program
+  // Trace arguments (bucket index, layers, ...), copied into the trace event.
+  std::vector<std::pair<std::string, double>> args{};
+};
+
+// One rank's iteration. Tasks are in a topological order (every dep is an earlier index). A rank runs
+// one compute at a time, in program order among the ready ones (the device's compute stream), and one
+// collective at a time (its communication stream), also in program order; sends, receives and delays
+// hold neither. The iteration ends when every task is done.
+struct RankProgram {
+  std::vector<Task> tasks;
+  int add(Task task);  // appends, returns its index
+};
+
+// Every rank's program. Ranks that do the same work share one program (all data-parallel replicas, all
+// ranks of one pipeline stage): a task names its group and its peer by slot, and each rank maps the
+// slots to its own groups and peers. So programs stay small at 16,384 ranks, and ranks with one program
+// and alike routes can later be folded.
+struct StepPrograms {
+  std::vector<ProcessGroup> groups;
+  std::vector<RankProgram> programs;            // distinct programs
+  std::vector<int> program_of;                  // per rank: index into programs
+  std::vector<std::vector<int>> rank_groups;    // per rank: group slot -> index into groups
+  std::vector<std::vector<int>> rank_peers;     // per rank: peer slot -> rank
+  int ranks() const { return static_cast<int>(program_of.size()); }
+  const RankProgram& of(int rank) const { return programs[static_cast<std::size_t>(program_of[static_cast<std::size_t>(rank)])]; }
+  int group_of(int rank, const Task& t) const { return rank_groups[static_cast<std::size_t>(rank)][static_cast<std::size_t>(t.group)]; }
+  int peer_of(int rank, const Task& t) const { return rank_peers[static_cast<std::size_t>(rank)][static_cast<std::size_t>(t.peer)]; }
+};
+
+// Checks what the executor relies on: every rank has a program and its slots; deps point to earlier
+// tasks; every collective's group contains the rank and every member issues the same sequence of
+// (operation, bytes) collectives on that group; every SEND has a RECV of the same bytes on its peer in
+// the same order; times and bytes finite and >= 0. Throws Failure (a planner bug, not bad input).
+void check_programs(const StepPrograms& programs);
+
+// The group every rank belongs to, in rank order.
+ProcessGroup world_group(int ranks);
+
+}  // namespace dtsim::sim

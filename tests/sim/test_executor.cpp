@@ -1,0 +1,164 @@
+// The step-program executor on hand-built programs and a uniform star network: closed forms for a
+// two-stage pipeline (send/recv), sharded data parallelism (reduce-scatter + allgather), collectives on
+// disjoint groups at once, and the stream rules (one compute and one collective at a time per rank).
+#include <catch2/catch.hpp>
+
+#include "common/errors.hpp"
+#include "sim/src/coll/collective.hpp"
+#include "sim/src/executor.hpp"
+#include "tests/sim/comm_test_platforms.hpp"
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+constexpr double BW = 1.25e9;  // 10 Gb/s ports
+constexpr double LAT = 5e-6;   // per port: 2 x LAT between two nodes
+constexpr double MS = 1e-3;
+
+calibrate::ComputeProfile profile() {
+  calibrate::ComputeProfile p;
+  p.model = "programs";
+  p.device = "test-cpu";
+  p.batch = 8;
+  // The profile's layers are not played (the programs are): one, for the point's checks.
+  calibrate::LayerTime l;
+  l.name = "layer";
+  l.op = "conv2d";
+  l.fwd_s = 1e-3;
+  l.grad_bytes = 4;
+  p.layers.push_back(l);
+  return p;
+}
+
+TrainingPoint point(int workers, const std::string& strategy = "allreduce-ring") {
+  TrainingPoint p;
+  p.workers = workers;
+  p.workers_per_node = 1;
+  p.strategy = strategy_by_name(strategy);
+  p.iterations = 2;
+  p.interference = false;
+  return p;
+}
+
+Task compute(const std::string& label, double seconds, std::vector<int> deps = {}, TaskPhase phase = TaskPhase::FORWARD) {
+  return {.kind = TaskKind::COMPUTE, .phase = phase, .label = label, .seconds = seconds, .deps = std::move(deps)};
+}
+Task collective(const std::string& op, int slot, double bytes, std::vector<int> deps) {
+  return {.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION, .label = op, .operation = op, .group = slot,
+          .bytes = bytes, .deps = std::move(deps)};
+}
+Task p2p(TaskKind kind, int slot, double bytes, std::vector<int> deps) {
+  return {.kind = kind, .phase = TaskPhase::COMMUNICATION, .label = kind == TaskKind::SEND ? "send" : "recv",
+          .peer = slot, .bytes = bytes, .deps = std::move(deps)};
+}
+double message_s(double bytes) { return 2 * LAT + bytes / BW; }
+}  // namespace
+
+TEST_CASE("sim::Executor: a two-stage pipeline sends activations forward and gradients back", "[sim][executor]") {
+  const double act = 5e6;
+  StepPrograms pr;
+  RankProgram first, last;
+  int f = first.add(compute("forward stage 0", 1 * MS));
+  int s = first.add(p2p(TaskKind::SEND, 0, act, {f}));
+  int r = first.add(p2p(TaskKind::RECV, 0, act, {s}));
+  first.add(compute("backward stage 0", 2 * MS, {r}, TaskPhase::BACKWARD));
+  r = last.add(p2p(TaskKind::RECV, 0, act, {}));
+  f = last.add(compute("forward stage 1", 1 * MS, {r}));
+  int b = last.add(compute("backward stage 1", 2 * MS, {f}, TaskPhase::BACKWARD));
+  last.add(p2p(TaskKind::SEND, 0, act, {b}));
+  pr.programs = {first, last};
+  pr.program_of = {0, 1};
+  pr.rank_groups = {{}, {}};
+  pr.rank_peers = {{1}, {0}};
+  const auto res = simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), point(2), pr);
+  // One micro-batch: no overlap at all, every step waits for the previous one.
+  CHECK(res.iteration_time_s == Approx(1 * MS + message_s(act) + 3 * MS + message_s(act) + 2 * MS).epsilon(1e-6));
+  CHECK(res.inter_node_bytes == Approx(2 * act));
+}
+
+TEST_CASE("sim::Executor: sharded data parallelism is compute, reduce-scatter, then allgather", "[sim][executor]") {
+  const int n = 4;
+  const double grads = 40e6;
+  StepPrograms pr;
+  pr.groups = {world_group(n)};
+  RankProgram p;
+  int c = p.add(compute("forward and backward", 3 * MS));
+  int rs = p.add(collective("reduce-scatter", 0, grads, {c}));
+  int u = p.add(compute("optimizer step on the shard", 0.5 * MS, {rs}, TaskPhase::UPDATE));
+  p.add(collective("allgather", 0, grads, {u}));
+  pr.programs = {p};
+  pr.program_of.assign(n, 0);
+  pr.rank_groups.assign(n, {0});
+  pr.rank_peers.assign(n, {});
+  const auto res = simulate_programs(test_platforms::uniform_star(n, BW, LAT), profile(), point(n), pr);
+  const UniformNetwork net{2 * LAT, BW};
+  const double rs_s = collective_or_null("reduce-scatter", "ring")->closed_form_s(net, n, grads);
+  const double ag_s = collective_or_null("allgather", "ring")->closed_form_s(net, n, grads);
+  CHECK(rs_s == Approx(3 * (2 * LAT + grads / n / BW)));
+  CHECK(res.iteration_time_s == Approx(3.5 * MS + rs_s + ag_s).epsilon(0.02));
+  // Together the two move what one ring allreduce moves.
+  CHECK(res.inter_node_bytes == Approx(2.0 * (n - 1) / n * grads * n));
+}
+
+TEST_CASE("sim::Executor: collectives on disjoint groups run at once; one rank's collectives one at a time",
+          "[sim][executor]") {
+  const double bytes = 25e6;
+  const UniformNetwork net{2 * LAT, BW};
+  const double one = collective_or_null("allreduce", "ring")->closed_form_s(net, 2, bytes);
+  SECTION("groups {0,1} and {2,3}: both allreduces take the time of one") {
+    StepPrograms pr;
+    pr.groups = {{"a", {0, 1}}, {"b", {2, 3}}};
+    RankProgram p;
+    p.add(collective("allreduce", 0, bytes, {}));
+    pr.programs = {p};
+    pr.program_of.assign(4, 0);
+    pr.rank_groups = {{0}, {0}, {1}, {1}};
+    pr.rank_peers.assign(4, {});
+    const auto res = simulate_programs(test_platforms::uniform_star(4, BW, LAT), profile(), point(4), pr);
+    CHECK(res.iteration_time_s == Approx(one).epsilon(0.02));
+  }
+  SECTION("two independent allreduces of one rank serialise on its communication stream") {
+    StepPrograms pr;
+    pr.groups = {world_group(2)};
+    RankProgram p;
+    p.add(collective("allreduce", 0, bytes, {}));
+    p.add(collective("allreduce", 0, bytes, {}));
+    pr.programs = {p};
+    pr.program_of.assign(2, 0);
+    pr.rank_groups.assign(2, {0});
+    pr.rank_peers.assign(2, {});
+    const auto res = simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), point(2), pr);
+    CHECK(res.iteration_time_s == Approx(2 * one).epsilon(0.02));
+  }
+  SECTION("two independent computes of one rank serialise on its device") {
+    StepPrograms pr;
+    RankProgram p;
+    p.add(compute("a", 1 * MS));
+    p.add(compute("b", 2 * MS));
+    pr.programs = {p};
+    pr.program_of.assign(2, 0);
+    pr.rank_groups.assign(2, {});
+    pr.rank_peers.assign(2, {});
+    const auto res = simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), point(2), pr);
+    CHECK(res.iteration_time_s == Approx(3 * MS).epsilon(1e-9));
+    CHECK(res.breakdown.compute_s == Approx(3 * MS).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("sim::Executor: programs that break the rules are refused", "[sim][executor]") {
+  StepPrograms pr;
+  pr.groups = {world_group(2)};
+  RankProgram p;
+  p.add(collective("allreduce", 0, 1e6, {}));
+  pr.programs = {p};
+  pr.program_of.assign(3, 0);  // three ranks, a group of two
+  pr.rank_groups.assign(3, {0});
+  pr.rank_peers.assign(3, {});
+  CHECK_THROWS_AS(simulate_programs(test_platforms::uniform_star(3, BW, LAT), profile(), point(3), pr), Failure);
+  pr.program_of.assign(2, 0);
+  pr.rank_groups.assign(2, {0});
+  pr.rank_peers.assign(2, {});
+  pr.programs[0].tasks[0].operation = "gather-everything";
+  CHECK_THROWS_AS(simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), point(2), pr), Failure);
+}
