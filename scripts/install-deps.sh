@@ -15,7 +15,7 @@ runtime_packages=(
   libboost-graph-dev                   # layer DAG of a model (topological order, in/out edges)
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers   # oneDNN kernels timed by the calibrator
   libyaml-cpp-dev                      # platform, device, model and scenario files
-  libopenmpi-dev openmpi-bin           # validation trainer and MPI-split sweeps (dtsim links MPI)
+  libopenmpi-dev openmpi-bin           # validation trainer (dtsim-train, built with dtsim), MPI-split sweeps
   libcli11-dev                         # command-line parsing of the dtsim subcommands
   libfmt-dev                           # formatting of tables and messages
   nlohmann-json3-dev                   # JSON output, calibration database, traces
