@@ -5,7 +5,7 @@
 # DTSIM_CI_FUZZ=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j "${DTSIM_TEST_JOBS:-2}" --timeout 600 -LE grid)
 # The parameter-server grid (tests/grid, label grid) takes well over CI's budget on 2 cores while the
