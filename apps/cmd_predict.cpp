@@ -167,7 +167,11 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   for (const auto& f : scenarios::scenario_fields()) {
     if (f.flag.empty()) continue;
     if (f.flag_kind == scenarios::FlagKind::VALUE) {
-      cmd->add_option(f.flag, a->field_text[f.key], f.help);
+      // The value's kind in --help, from the row's type in words.
+      const char* kind = f.type.starts_with("int >=") || f.type.starts_with("int in") ? "INT"
+                         : f.type.starts_with("number")                              ? "NUMBER"
+                                                                                     : "TEXT";
+      cmd->add_option(f.flag, a->field_text[f.key], f.help)->type_name(kind);
     } else {
       cmd->add_flag(f.flag, f.help);
     }
