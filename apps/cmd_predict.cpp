@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,39 +15,30 @@
 #include "common/table.hpp"
 #include "common/text.hpp"
 #include "scenarios/config.hpp"
-#include "platforms/transport.hpp"
+#include "scenarios/fields.hpp"
 #include "scenarios/explain.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace dtsim::apps {
 namespace {
 
-constexpr double BYTES_PER_MB = 1024.0 * 1024.0;
-constexpr double S_PER_MS = 1e-3;
 constexpr std::size_t PARAGRAPH_COLUMNS = 100;
 
 struct PredictArgs {
-  std::string scenario, model, platform, workers, strategy, framework, collective_library, ps, ps_placement, ps_balance,
-      ps_transport, data, format = "table", out, trace, precision, dump_config;
-  int batch = 0, workers_per_node = 0, threads = 0, iterations = 0, trace_iterations = 1, jobs = 1;
-  double fusion_mb = 0, cycle_ms = 0, anchor = 0;
-  bool explain = false, quiet = false, no_overlap = false, no_interference = false, allow_oversubscribe = false, no_variability = false;
+  std::string scenario, format = "table", out, dump_config;
+  int jobs = 1;
+  bool explain = false, quiet = false, no_variability = false;
+  // The text of each scenario field's flag, by key (the field table's flags; a switch reads "true").
+  std::map<std::string, std::string> field_text;
   CLI::App* cmd = nullptr;
-  bool given(const char* flag) const { return cmd->count(flag) > 0; }
+  bool given(const std::string& flag) const { return cmd->count(flag) > 0; }
 };
 
-// The scenario fields set by flags ("--fusion-mb" -> "fusion_mb").
+// The scenario fields set by flags (their keys).
 std::set<std::string> given_fields(const PredictArgs& a) {
   std::set<std::string> out;
-  for (const char* flag : {"--model", "--platform", "--workers", "--batch", "--workers-per-node", "--threads",
-                           "--strategy", "--ps", "--ps-placement", "--ps-balance", "--fusion-mb", "--cycle-ms",
-                           "--no-overlap", "--data", "--anchor", "--iterations", "--trace", "--framework",
-                           "--precision", "--collective-library", "--ps-transport", "--no-interference"}) {
-    if (!a.given(flag)) continue;
-    std::string field(flag + 2);
-    std::replace(field.begin(), field.end(), '-', '_');
-    out.insert(field == "no_overlap" ? "overlap" : field == "no_interference" ? "interference" : field);
-  }
+  for (const auto& f : scenarios::scenario_fields())
+    if (!f.flag.empty() && a.given(f.flag)) out.insert(f.top_key());
   return out;
 }
 
@@ -57,65 +49,17 @@ scenarios::Scenario build_scenario(const PredictArgs& a) {
   } else {
     s.name = "cli";
   }
-  if (a.given("--model")) s.model = a.model;
-  if (a.given("--platform")) s.platform = a.platform;
-  if (a.given("--workers")) s.workers = scenarios::parse_count_list(a.workers, "--workers");
-  if (a.given("--batch")) {
-    if (a.batch < 1) throw InputError(fmt::format("--batch: expected >= 1 sample per worker, got {}", a.batch));
-    s.batch = a.batch;
+  // In the table's order, as a file is read: --framework before the --fusion-mb that overrides it.
+  for (const auto& f : scenarios::scenario_fields()) {
+    if (f.flag.empty() || !a.given(f.flag)) continue;
+    const std::string text = f.flag_kind == scenarios::FlagKind::SETS_TRUE    ? "true"
+                             : f.flag_kind == scenarios::FlagKind::SETS_FALSE ? "false"
+                                                                              : a.field_text.at(f.key);
+    scenarios::apply_flag(s, f, text);
   }
-  if (a.given("--workers-per-node")) {
-    if (a.workers_per_node < 1) throw InputError(fmt::format("--workers-per-node: expected >= 1, got {}", a.workers_per_node));
-    s.point.workers_per_node = a.workers_per_node;
-  }
-  if (a.given("--threads")) {
-    if (a.threads < 1) throw InputError(fmt::format("--threads: expected >= 1, got {}", a.threads));
-    s.threads = a.threads;
-  }
-  if (a.given("--strategy")) s.point.strategy = sim::strategy_by_name(a.strategy);
-  if (a.given("--ps")) scenarios::set_ps_text(s, a.ps, "--ps");
-  if (a.given("--ps-placement")) s.point.ps_placement = sim::ps_placement_by_name(a.ps_placement);
-  if (a.given("--ps-balance")) s.point.ps_balance = sim::ps_balance_by_name(a.ps_balance);
-  if (a.given("--ps-transport"))
-    s.point.ps_transport =
-        platforms::transport_by_name(a.ps_transport, platforms::TransportScope::RPC).name;  // error lists the names
-  if (a.given("--framework")) sim::apply_framework(s.point, sim::framework_by_name(a.framework));  // flags below override
-  if (a.given("--collective-library")) {
-    sim::check_collective_library(a.collective_library);
-    s.point.collective_library = a.collective_library;
-  }
-  if (a.given("--fusion-mb")) {
-    if (!(a.fusion_mb >= 0) || a.fusion_mb > 1e6)
-      throw InputError(fmt::format("--fusion-mb: expected 0..1e6 MiB, got {}", a.fusion_mb));
-    s.point.fusion_bytes = a.fusion_mb * BYTES_PER_MB;
-  }
-  if (a.given("--cycle-ms")) {
-    if (!(a.cycle_ms >= 0)) throw InputError(fmt::format("--cycle-ms: expected >= 0, got {}", a.cycle_ms));
-    s.point.cycle_s = a.cycle_ms * S_PER_MS;
-  }
-  if (a.given("--no-overlap")) s.point.overlap = false;
   if (a.no_variability) s.point.variability = sim::Variability::none();
-  if (a.given("--no-interference")) s.point.interference = false;
-  if (a.given("--data")) s.point.data = sim::data_mode_by_name(a.data);
-  if (a.given("--anchor")) {
-    if (!(a.anchor > 0)) throw InputError(fmt::format("--anchor: expected a throughput > 0 samples/s, got {}", a.anchor));
-    s.anchor_samples_per_s = a.anchor;
-  }
-  if (a.given("--iterations")) {
-    if (a.iterations < 1) throw InputError(fmt::format("--iterations: expected >= 1, got {}", a.iterations));
-    s.point.iterations = a.iterations;
-  }
-  if (a.given("--trace")) s.point.trace_path = a.trace;
-  if (a.given("--trace-iterations")) {
-    if (a.trace_iterations < 1)
-      throw InputError(fmt::format("--trace-iterations: expected >= 1, got {}", a.trace_iterations));
-    if (s.point.trace_path.empty()) throw InputError("--trace-iterations: needs --trace FILE (or trace: in the scenario)");
-    s.point.trace_iterations = a.trace_iterations;  // after the warm-up one unless --iterations says otherwise
-  }
   // A flag replaces the file's value: errors about it then name the flag, not the file.
   for (const std::string& field : given_fields(a)) s.field_origin.erase(field);
-  if (a.given("--precision")) s.precision = calibrate::precision_by_name(a.precision);
-  if (a.allow_oversubscribe) s.allow_oversubscribe = true;
   return s;
 }
 
@@ -219,52 +163,24 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
       "predict", "Predict training throughput, scaling efficiency and time breakdown (docs/simulation-training.md)");
   a->cmd = cmd;
   cmd->add_option("scenario", a->scenario, "Scenario YAML file (docs/scenario-schema.md); flags override it");
-  cmd->add_option("--model", a->model, "Zoo model name or model YAML file");
-  cmd->add_option("--platform", a->platform, "Platform name or platform YAML file");
-  cmd->add_option("--workers", a->workers, "Worker counts, e.g. 1,2,4,8 (one prediction each)");
-  cmd->add_option("--batch", a->batch, "Samples per worker and iteration");
-  cmd->add_option("--workers-per-node", a->workers_per_node, "Workers per node (default: GPUs per node, or 1 on CPU)");
-  cmd->add_option("--threads", a->threads, "CPU threads per worker process (CPU platforms)");
-  cmd->add_option("--strategy", a->strategy, "Gradient exchange, one of:\n" + sim::strategy_help());
-  cmd->add_option("--ps", a->ps, "Parameter servers: N, one per --workers entry (N1,N2,...), or auto");
-  cmd->add_option("--ps-placement", a->ps_placement, "colocated|dedicated");
-  cmd->add_option("--ps-balance", a->ps_balance, "greedy|round-robin|mxnet (variable placement on servers: TensorFlow's greedy by bytes, in order, or MXNet ps-lite's: arrays of 1e6+ values split over all servers, the others by key hash)");
-  cmd->add_option("--ps-transport", a->ps_transport,
-                  "RPC layer of parameter-server traffic (docs/transports.md; default none), one of:\n" +
-                      platforms::transport_help(platforms::TransportScope::RPC));
-  cmd->add_option("--framework", a->framework,
-                  "Framework runtime profile (sets fusion and cycle defaults; docs/frameworks.md), one of:\n" +
-                      sim::framework_help());
-  cmd->add_option("--collective-library", a->collective_library,
-                  "Collective library picking each allreduce's algorithm (allreduce-auto) and protocol "
-                  "(docs/collective-libraries.md). Overrides the scenario; unset: the framework's (Horovod/DDP on GPUs: "
-                  "NCCL; DDP on CPUs: gloo), else the platform's collective_library, else NCCL on GPU nodes and "
-                  "Open MPI on CPU nodes. One of:\n" +
-                      sim::collective_library_help());
-  cmd->add_option("--fusion-mb", a->fusion_mb, "Gradient fusion threshold in MiB (0 = one exchange per layer)");
-  cmd->add_option("--cycle-ms", a->cycle_ms, "Horovod cycle time in ms (0 = exchange as soon as ready)");
-  cmd->add_flag("--no-overlap", a->no_overlap, "Start gradient exchange only after the whole backward pass");
+  // The scenario's fields (scenarios/fields.hpp): one flag each where the table names one.
+  for (const auto& f : scenarios::scenario_fields()) {
+    if (f.flag.empty()) continue;
+    if (f.flag_kind == scenarios::FlagKind::VALUE) {
+      // The value's kind in --help, from the row's type in words.
+      const char* kind = f.type.starts_with("int >=") || f.type.starts_with("int in") ? "INT"
+                         : f.type.starts_with("number")                              ? "NUMBER"
+                                                                                     : "TEXT";
+      cmd->add_option(f.flag, a->field_text[f.key], f.help)->type_name(kind);
+    } else {
+      cmd->add_flag(f.flag, f.help);
+    }
+  }
   cmd->add_flag("--no-variability", a->no_variability,
                 "Every worker computes alike: no device spread (default on: GPUs 1.48%, CPUs 2.08% CV, "
                 "docs/simulation-training.md) and none of the scenario's jitter or stragglers");
-  cmd->add_flag("--no-interference", a->no_interference,
-                "GPUs: compute overlapped with a collective runs at full speed (default: 1.189x slower; "
-                "docs/simulation-training.md)");
-  cmd->add_option("--data", a->data, "synthetic|real (real: read input from the platform's storage)");
-  cmd->add_option("--anchor", a->anchor, "Measured single-worker throughput (samples/s) fixing the compute scale");
-  cmd->add_option("--iterations", a->iterations,
-                  "Simulated iterations, the first warm-up (default 3; 6 for ps-async, whose workers take several to settle)");
-  cmd->add_option("--precision", a->precision,
-                  "fp32|fp16-mixed (FP16 tensor cores: V100, T4, A100, H100; FP16 activations and gradients)");
-  cmd->add_flag("--allow-oversubscribe", a->allow_oversubscribe,
-                "Predict even when the memory estimate exceeds the GPU's memory (else exit 2)");
   cmd->add_option("--format", a->format, "table|csv|json");
   cmd->add_option("--out", a->out, "Write the output to this file instead of stdout");
-  cmd->add_option("--trace", a->trace,
-                  "Write a Chrome/Perfetto trace of the last point (worker, exchange and server tracks, link "
-                  "utilisation counters)");
-  cmd->add_option("--trace-iterations", a->trace_iterations,
-                  "Iterations in the trace, the last N (default 1; raises --iterations to N+1 unless given)");
   cmd->add_option("-j,--jobs", a->jobs, "Points simulated at once (child processes): the entries, or --ps auto's "
                                        "server counts")
       ->check(CLI::Range(1, 1024));

@@ -1,5 +1,6 @@
 // A scenario: everything `dtsim predict` needs (model, platform, workers, strategy ...), from a YAML
-// file (docs/scenario-schema.md) and/or command-line flags, plus an optional sweep block.
+// file (docs/scenario-schema.md) and/or command-line flags, plus an optional sweep block. The keys,
+// flags, parsers and writers of its fields are one table (scenarios/fields.hpp).
 #pragma once
 #include <map>
 #include <optional>
@@ -35,6 +36,7 @@ struct Scenario {
   // model, too many workers for the platform) name where the value came from; a flag that
   // overrides a field removes its entry.
   std::map<std::string, std::string> field_origin;
+  bool operator==(const Scenario&) const = default;
 };
 
 // Mean bytes per ImageNet training sample for `data: real` when sample_bytes is not given: the

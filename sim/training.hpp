@@ -96,6 +96,7 @@ struct Variability {
   double straggler_slowdown = 1;  // compute multiplier of a straggler
   std::uint64_t seed = 1;
   static Variability none() { return {}; }
+  bool operator==(const Variability&) const = default;
 };
 
 // Expected maximum over n workers of the log-normal jitter factor with coefficient of variation cv
@@ -127,6 +128,7 @@ struct FrameworkRuntime {
   double ddp_first_bucket_bytes = 0;
   // The cores per process the servers hold on `cpu` (0 for a GPU).
   int comm_cores_on(const platforms::Device& cpu) const;
+  bool operator==(const FrameworkRuntime&) const = default;
 };
 
 // A framework profile: its runtime and the defaults it sets (docs/frameworks.md, with sources).
@@ -144,6 +146,9 @@ std::string framework_help();  // one line per profile
 // Sets the point's fusion size, cycle time and runtime from the profile.
 void apply_framework(struct TrainingPoint& point, const FrameworkProfile& profile);
 
+// The fields a user writes are described once, with their keys, flags, parsers and writers, in the
+// scenario field table (scenarios/fields.hpp); the others are derived by the prediction (server apply
+// time, input and output bytes) or are the simulation library's own switches (ps_fold ...).
 struct TrainingPoint {
   int workers = 1;
   int workers_per_node = 0;  // 0 = platform default
@@ -182,6 +187,7 @@ struct TrainingPoint {
   double output_bytes_per_sample = 0;        // data-parallel-single-node: outputs gathered on device 0
   double metadata_ops_per_sample = 1;        // real data on a parallel FS: file opens per sample (one JPEG each)
   double preprocess_s_per_sample = 0;        // real data: host decode/augment time per sample (0 = not modelled)
+  bool operator==(const TrainingPoint&) const = default;
 };
 
 // What a new user gets (scenarios start from it): the collective library by precedence and the

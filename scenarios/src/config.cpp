@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "calibrate/profile.hpp"
@@ -16,23 +17,13 @@
 #include "common/text.hpp"
 #include "models/zoo.hpp"
 #include "platforms/platform.hpp"
+#include "scenarios/fields.hpp"
 
 namespace dtsim::scenarios {
 namespace {
 
-constexpr double BYTES_PER_MIB = 1024.0 * 1024.0;
-constexpr double MS_PER_S = 1e3;
 // A sweep over many models and batches would time every distinct profile: the header samples this many.
 constexpr std::size_t MAX_COVERAGE_CONFIGS = 24;
-
-std::string join(const std::vector<int>& v) {
-  std::string out;
-  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
-  return out;
-}
-
-std::string ps_balance_name(sim::PsBalance b) { return sim::to_string(b); }
-std::string data_name(sim::DataMode d) { return d == sim::DataMode::REAL ? "real" : "synthetic"; }
 
 bool looks_like_path(const std::string& v) {
   return v.find('/') != std::string::npos || v.ends_with(".yaml") || v.ends_with(".yml");
@@ -41,13 +32,12 @@ std::string absolute_if_path(const std::string& v) {
   return looks_like_path(v) ? std::filesystem::absolute(v).lexically_normal().string() : v;
 }
 
-// One (key, text) per header field of a scenario, in display order.
+// One (key, text) per header field of a scenario, in the field table's order.
 // `labels` caches platform_label: a sweep's points mostly share a few platform files.
 // `loaded` caches the platforms the library and variability are resolved against (nullopt: did not load).
 std::vector<std::pair<std::string, std::string>> field_texts(
     const Scenario& s, std::map<std::string, std::string>& labels,
     std::map<std::string, std::optional<platforms::Platform>>& loaded) {
-  const auto& p = s.point;
   auto label = labels.find(s.platform);
   if (label == labels.end()) label = labels.emplace(s.platform, platform_label(s.platform)).first;
   auto platform = loaded.find(s.platform);
@@ -60,42 +50,13 @@ std::vector<std::pair<std::string, std::string>> field_texts(
     }
     platform = loaded.emplace(s.platform, std::move(pl)).first;
   }
-  std::vector<std::pair<std::string, std::string>> f{
-      {"model", s.model},
-      {"platform", label->second},
-      {"workers", join(s.workers)},
-      {"batch", fmt::format("{} per worker", s.batch)},
-      {"strategy", sim::to_string(p.strategy)},
-  };
-  if (sim::uses_servers(p.strategy)) {
-    f.emplace_back("ps", s.ps_auto ? "auto" : s.ps.empty() ? "1" : join(s.ps));
-    f.emplace_back("ps_placement", sim::to_string(p.ps_placement));
+  const HeaderContext context{label->second, platform->second ? &*platform->second : nullptr};
+  std::vector<std::pair<std::string, std::string>> f;
+  for (const auto& field : scenario_fields()) {
+    if (field.header == nullptr) continue;
+    std::string text = field.header(s, context);
+    if (!text.empty()) f.emplace_back(field.top_key(), std::move(text));
   }
-  f.emplace_back("framework", p.framework.name);
-  if (platform->second) {
-    try {
-      const auto lib = sim::resolve_collective_library(*platform->second, p);
-      const std::string from = lib.source != "named"               ? lib.source
-                               : s.field_origin.count("collective_library") ? "scenario"
-                                                                             : "--collective-library";
-      f.emplace_back("collective_library", fmt::format("{} ({})", lib.name, from));
-      const auto spread = sim::resolve_device_spread(*platform->second, p);
-      std::string var = spread.cv > 0 ? fmt::format("device cv {:.2f}% ({})", spread.cv * 100, spread.source)
-                                      : std::string("device spread off");
-      if (p.variability.jitter_cv > 0) var += fmt::format(", jitter cv {:g}%", p.variability.jitter_cv * 100);
-      if (p.variability.straggler_probability > 0)
-        var += fmt::format(", stragglers {:g}% x{:g}", p.variability.straggler_probability * 100,
-                           p.variability.straggler_slowdown);
-      f.emplace_back("variability", var);
-    } catch (const std::exception&) {
-      // An unknown library in the platform file: the prediction reports it with the file and line.
-    }
-  }
-  f.emplace_back("fusion_mb", fmt::format("{:g} MiB", p.fusion_bytes / BYTES_PER_MIB));
-  if (p.cycle_s > 0) f.emplace_back("cycle_ms", human_seconds(p.cycle_s));
-  f.emplace_back("precision", std::string(calibrate::to_string(s.precision)));
-  f.emplace_back("comm_mode", sim::to_string(p.comm_mode));
-  f.emplace_back("data", data_name(p.data));
   return f;
 }
 
@@ -274,64 +235,30 @@ nlohmann::json config_json(const ConfigSummary& summary) {
 }
 
 std::string scenario_to_yaml(const Scenario& s, const YAML::Node& sweep) {
-  const auto& p = s.point;
   YAML::Emitter e;
   e << YAML::BeginMap;
-  e << YAML::Key << "name" << YAML::Value << s.name;
-  if (!s.description.empty()) e << YAML::Key << "description" << YAML::Value << s.description;
-  e << YAML::Key << "model" << YAML::Value << absolute_if_path(s.model);
-  e << YAML::Key << "platform" << YAML::Value << absolute_if_path(s.platform);
-  e << YAML::Key << "workers" << YAML::Value << YAML::Flow << s.workers;
-  e << YAML::Key << "batch" << YAML::Value << s.batch;
-  e << YAML::Key << "input_h" << YAML::Value << s.input_h << YAML::Comment("0 = the model's default");
-  e << YAML::Key << "input_w" << YAML::Value << s.input_w;
-  e << YAML::Key << "classes" << YAML::Value << s.classes;
-  e << YAML::Key << "workers_per_node" << YAML::Value << p.workers_per_node << YAML::Comment("0 = the platform's");
-  e << YAML::Key << "threads" << YAML::Value << s.threads << YAML::Comment("0 = a socket's cores / workers");
-  e << YAML::Key << "strategy" << YAML::Value << sim::to_string(p.strategy);
-  e << YAML::Key << "framework" << YAML::Value << p.framework.name;
-  if (!p.collective_library.empty()) e << YAML::Key << "collective_library" << YAML::Value << p.collective_library;
-  if (s.ps_auto) {
-    e << YAML::Key << "ps" << YAML::Value << "auto";
-  } else if (!s.ps.empty()) {
-    e << YAML::Key << "ps" << YAML::Value << YAML::Flow << s.ps;
+  auto emit = [&](const std::string& key, const FieldDump& d) {
+    if (d.value.IsNull()) {
+      if (!d.comment.empty()) e << YAML::Newline << YAML::Comment(d.comment);
+      return;
+    }
+    e << YAML::Key << key << YAML::Value << d.value;
+    if (!d.comment.empty()) e << YAML::Comment(d.comment);
+  };
+  const auto& fields = scenario_fields();
+  std::set<std::string> written;  // nested maps, written whole at their first field
+  for (const auto& f : fields) {
+    const std::string top = f.top_key();
+    if (top == f.key) {
+      emit(f.key, f.write(s));
+      continue;
+    }
+    if (!written.insert(top).second) continue;
+    e << YAML::Key << top << YAML::Value << YAML::BeginMap;
+    for (const auto& g : fields)
+      if (g.top_key() == top && g.key != top) emit(g.leaf_key(), g.write(s));
+    e << YAML::EndMap;
   }
-  e << YAML::Key << "ps_placement" << YAML::Value << sim::to_string(p.ps_placement);
-  e << YAML::Key << "ps_balance" << YAML::Value << ps_balance_name(p.ps_balance);
-  e << YAML::Key << "fusion_mb" << YAML::Value << fmt::format("{}", p.fusion_bytes / BYTES_PER_MIB);
-  e << YAML::Key << "cycle_ms" << YAML::Value << fmt::format("{}", p.cycle_s * MS_PER_S);
-  e << YAML::Key << "overlap" << YAML::Value << p.overlap;
-  e << YAML::Key << "data" << YAML::Value << data_name(p.data);
-  const double sample_bytes =
-      p.data == sim::DataMode::REAL && p.sample_bytes <= 0 ? IMAGENET_MEAN_SAMPLE_BYTES : p.sample_bytes;
-  e << YAML::Key << "sample_bytes" << YAML::Value << fmt::format("{}", sample_bytes);
-  e << YAML::Key << "prefetch_depth" << YAML::Value << p.prefetch_depth;
-  e << YAML::Key << "metadata_ops_per_sample" << YAML::Value << fmt::format("{}", p.metadata_ops_per_sample);
-  e << YAML::Key << "preprocess_ms_per_sample" << YAML::Value << fmt::format("{}", p.preprocess_s_per_sample * MS_PER_S);
-  if (p.iterations > 0)
-    e << YAML::Key << "iterations" << YAML::Value << p.iterations;
-  else  // left to each strategy: a sweep over strategies may mix synchronous and asynchronous ones
-    e << YAML::Newline
-      << YAML::Comment(fmt::format("iterations: by strategy ({}; asynchronous {})", sim::SYNC_ITERATIONS,
-                                   sim::ASYNC_ITERATIONS));
-  if (s.anchor_samples_per_s) e << YAML::Key << "anchor" << YAML::Value << fmt::format("{}", *s.anchor_samples_per_s);
-  if (!s.db_path.empty())
-    e << YAML::Key << "calibration_db" << YAML::Value << std::filesystem::absolute(s.db_path).lexically_normal().string();
-  e << YAML::Key << "comm_mode" << YAML::Value << sim::to_string(p.comm_mode);
-  if (!p.trace_path.empty()) e << YAML::Key << "trace" << YAML::Value << p.trace_path;
-  e << YAML::Key << "variability" << YAML::Value << YAML::BeginMap;
-  if (p.variability.device_cv == sim::DEVICE_CV_BY_CLASS) {
-    e << YAML::Key << "device_cv" << YAML::Value << "by-class";
-  } else {
-    e << YAML::Key << "device_cv" << YAML::Value << fmt::format("{}", p.variability.device_cv);
-  }
-  e << YAML::Key << "jitter_cv" << YAML::Value << fmt::format("{}", p.variability.jitter_cv);
-  e << YAML::Key << "straggler_probability" << YAML::Value << fmt::format("{}", p.variability.straggler_probability);
-  e << YAML::Key << "straggler_slowdown" << YAML::Value << fmt::format("{}", p.variability.straggler_slowdown);
-  e << YAML::Key << "seed" << YAML::Value << p.variability.seed;
-  e << YAML::EndMap;
-  e << YAML::Key << "precision" << YAML::Value << std::string(calibrate::to_string(s.precision));
-  e << YAML::Key << "allow_oversubscribe" << YAML::Value << s.allow_oversubscribe;
   if (sweep && !sweep.IsNull()) e << YAML::Key << "sweep" << YAML::Value << absolute_sweep(sweep, s.file);
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";

@@ -4,53 +4,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "common/errors.hpp"
-#include "platforms/transport.hpp"
+#include "scenarios/fields.hpp"
 
 namespace dtsim::scenarios {
 namespace {
 
-constexpr double BYTES_PER_MB = 1024.0 * 1024.0;  // --fusion-mb follows Horovod's MiB threshold
-constexpr double S_PER_MS = 1e-3;
 // Shortest single-worker iteration an anchor may imply (batch / anchor). No training step is
 // faster than a microsecond (a kernel launch alone takes ~5 us on a GPU); 1e300 samples/s would
 // scale kernel times to 1e-298 s, below what the simulator's clock can add.
 constexpr double MIN_ANCHORED_ITERATION_S = 1e-6;
-// Largest input side and class count a scenario may ask for (the model builder's own bounds).
-constexpr int MAX_INPUT_SIDE = 1 << 15;
-constexpr int MAX_CLASSES = 1 << 24;
-
-std::vector<int> node_count_list(const YAML::Node& node, const char* key, const yaml::Origin& origin) {
-  std::vector<int> out;
-  if (node.IsScalar()) {
-    return parse_count_list(node.Scalar(), fmt::format("{}: field '{}'", origin.where(node), key));
-  }
-  if (!node.IsSequence() || node.size() == 0)
-    yaml::fail(node, origin, "scenario", fmt::format("field '{}' must be a positive integer or a list of them", key));
-  for (const auto& item : node) {
-    if (!item.IsScalar())
-      yaml::fail(item, origin, "scenario", fmt::format("field '{}' must hold positive integers", key));
-    const auto v = parse_count_list(item.Scalar(), fmt::format("{}: field '{}'", origin.where(item), key));
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
-// A relative input path in a scenario is relative to the scenario's folder, so a scenario runs from any
-// working directory. Names (zoo models, shipped platforms) have no '/' and no .yaml suffix.
-std::string resolve_path(const std::string& value, const yaml::Origin& origin, bool names_allowed) {
-  if (value.empty()) return value;
-  const bool looks_like_path = value.find('/') != std::string::npos || value.ends_with(".yaml") ||
-                               value.ends_with(".yml") || !names_allowed;
-  const std::filesystem::path p(value);
-  if (!looks_like_path || p.is_absolute()) return value;
-  const std::filesystem::path dir = std::filesystem::path(origin.file).parent_path();
-  return dir.empty() ? value : (dir / p).lexically_normal().string();
-}
 
 }  // namespace
 
@@ -108,14 +77,18 @@ void check_scenario(const Scenario& s) {
 
 Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin) {
   const char* ctx = "scenario";
-  yaml::check_keys(node,
-                   {"name", "description", "model", "platform", "workers", "batch", "input_h", "input_w", "classes",
-                    "workers_per_node", "threads", "strategy", "framework", "collective_library", "ps", "ps_placement",
-                    "ps_balance", "ps_transport", "fusion_mb", "cycle_ms", "overlap", "interference", "data",
-                    "sample_bytes", "prefetch_depth", "metadata_ops_per_sample",
-                    "preprocess_ms_per_sample", "iterations", "anchor", "calibration_db", "comm_mode", "trace",
-                    "variability", "precision", "allow_oversubscribe", "sweep"},
-                   origin, ctx);
+  // The keys come from the field table: top-level ones, and each nested map's own.
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<std::string>> nested;
+  for (const auto& f : scenario_fields()) {
+    const std::string top = f.top_key();
+    if (std::find(keys.begin(), keys.end(), top) == keys.end()) keys.push_back(top);
+    if (top != f.key) nested[top].push_back(f.leaf_key());
+  }
+  keys.emplace_back("sweep");
+  yaml::check_keys(node, keys, origin, ctx);
+  for (const auto& [top, leaves] : nested)
+    if (node[top]) yaml::check_keys(node[top], leaves, origin, fmt::format("{} {}", ctx, top));
   Scenario s;
   s.file = origin.file;
   for (const auto& item : node) {
@@ -124,120 +97,18 @@ Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin)
     const bool placed = m.line > 0 || m.column > 0;
     s.field_origin[item.first.Scalar()] = placed ? origin.where(item.second) : origin.file;
   }
-  s.name = yaml::optional<std::string>(node, "name", std::filesystem::path(origin.file).stem().string(), origin, ctx);
-  s.description = yaml::optional<std::string>(node, "description", "", origin, ctx);
-  s.model = resolve_path(yaml::required<std::string>(node, "model", origin, ctx), origin, true);
-  s.platform = resolve_path(yaml::required<std::string>(node, "platform", origin, ctx), origin, true);
-  if (node["workers"]) s.workers = node_count_list(node["workers"], "workers", origin);
-  s.batch = yaml::optional<int>(node, "batch", s.batch, origin, ctx);
-  if (s.batch < 1) yaml::fail(node["batch"], origin, ctx, fmt::format("field 'batch' must be >= 1, got {}", s.batch));
-  auto non_negative_int = [&](const char* key) {
-    const int v = yaml::optional<int>(node, key, 0, origin, ctx);
-    if (v < 0) yaml::fail(node[key], origin, ctx, fmt::format("field '{}' must be >= 0, got {}", key, v));
-    return v;
-  };
-  auto bounded_int = [&](const char* key, int max_value) {
-    const int v = non_negative_int(key);
-    if (v > max_value)
-      yaml::fail(node[key], origin, ctx,
-                 fmt::format("field '{}' must be in 0..{} (0 = the model's default), got {}", key, max_value, v));
-    return v;
-  };
-  s.input_h = bounded_int("input_h", MAX_INPUT_SIDE);
-  s.input_w = bounded_int("input_w", MAX_INPUT_SIDE);
-  s.classes = bounded_int("classes", MAX_CLASSES);
-  s.threads = non_negative_int("threads");
-  s.point.workers_per_node = non_negative_int("workers_per_node");
-  auto& p = s.point;
-  // A named choice (strategy, framework, ...): an unknown name is an error at that field's line.
-  auto choice = [&](const char* key, const auto& parse) {
-    const auto text = yaml::required<std::string>(node, key, origin, ctx);
-    try {
-      return parse(text);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}", origin.where(node[key]), e.what()));
+  s.name = std::filesystem::path(origin.file).stem().string();
+  // In the table's order: a framework's defaults are read before the fusion_mb and cycle_ms that override them.
+  for (const auto& f : scenario_fields()) {
+    const std::string top = f.top_key();
+    const bool is_nested = top != f.key;
+    const YAML::Node map = is_nested ? node[top] : node;
+    const YAML::Node value = map ? map[f.leaf_key()] : YAML::Node();
+    if (!map || !value) {
+      if (f.required) yaml::fail(node, origin, ctx, fmt::format("missing required field '{}'", f.key));
+      continue;
     }
-  };
-  if (node["strategy"])
-    p.strategy = choice("strategy", [](const std::string& t) { return sim::strategy_by_name(t, "strategy"); });
-  // The framework's defaults first: fusion_mb and cycle_ms below override them when given.
-  if (node["framework"])
-    sim::apply_framework(p, choice("framework", [](const std::string& t) -> const sim::FrameworkProfile& {
-                           return sim::framework_by_name(t, "framework");
-                         }));
-  if (node["collective_library"])
-    p.collective_library = choice("collective_library", [](const std::string& t) {
-      sim::check_collective_library(t, "collective_library");
-      return t;
-    });
-  if (node["ps_placement"]) p.ps_placement = choice("ps_placement", sim::ps_placement_by_name);
-  if (node["ps_balance"]) p.ps_balance = choice("ps_balance", sim::ps_balance_by_name);
-  if (node["ps_transport"])
-    p.ps_transport = choice("ps_transport", [](const std::string& t) {
-      return platforms::transport_by_name(t, platforms::TransportScope::RPC).name;
-    });
-  if (node["data"]) p.data = choice("data", sim::data_mode_by_name);
-  if (node["comm_mode"]) p.comm_mode = choice("comm_mode", sim::comm_mode_by_name);
-  if (const auto ps = node["ps"]) {
-    if (ps.IsScalar() && ps.Scalar() == "auto") {
-      s.ps_auto = true;
-    } else {
-      s.ps = node_count_list(ps, "ps", origin);
-    }
-  }
-  auto non_negative = [&](const char* key, double fallback) {
-    const double v = yaml::optional<double>(node, key, fallback, origin, ctx);
-    if (node[key]) yaml::require_non_negative(v, node[key], key, origin, ctx);
-    return v;
-  };
-  p.fusion_bytes = non_negative("fusion_mb", p.fusion_bytes / BYTES_PER_MB) * BYTES_PER_MB;
-  p.cycle_s = non_negative("cycle_ms", p.cycle_s / S_PER_MS) * S_PER_MS;
-  p.overlap = yaml::optional<bool>(node, "overlap", p.overlap, origin, ctx);
-  p.interference = yaml::optional<bool>(node, "interference", p.interference, origin, ctx);
-  p.sample_bytes = non_negative("sample_bytes", 0);
-  p.prefetch_depth = yaml::optional<int>(node, "prefetch_depth", p.prefetch_depth, origin, ctx);
-  if (p.prefetch_depth < 1)
-    yaml::fail(node["prefetch_depth"], origin, ctx, fmt::format("field 'prefetch_depth' must be >= 1, got {}", p.prefetch_depth));
-  p.metadata_ops_per_sample = non_negative("metadata_ops_per_sample", p.metadata_ops_per_sample);
-  p.preprocess_s_per_sample = non_negative("preprocess_ms_per_sample", 0) * S_PER_MS;
-  p.iterations = yaml::optional<int>(node, "iterations", p.iterations, origin, ctx);
-  if (node["iterations"] && p.iterations < 1)
-    yaml::fail(node["iterations"], origin, ctx, fmt::format("field 'iterations' must be >= 1, got {}", p.iterations));
-  if (node["anchor"]) {
-    const double a = yaml::required<double>(node, "anchor", origin, ctx);
-    yaml::require_positive(a, node["anchor"], "anchor", origin, ctx);
-    s.anchor_samples_per_s = a;
-  }
-  s.db_path = resolve_path(yaml::optional<std::string>(node, "calibration_db", "", origin, ctx), origin, false);
-  if (node["precision"]) {
-    s.precision = choice("precision", calibrate::precision_by_name);
-  }
-  s.allow_oversubscribe = yaml::optional<bool>(node, "allow_oversubscribe", false, origin, ctx);
-  p.trace_path = yaml::optional<std::string>(node, "trace", "", origin, ctx);  // an output: like --out, from the cwd
-  if (const auto v = node["variability"]) {
-    const char* vctx = "scenario variability";
-    yaml::check_keys(v, {"device_cv", "jitter_cv", "straggler_probability", "straggler_slowdown", "seed"}, origin, vctx);
-    auto& var = p.variability;
-    if (const auto d = v["device_cv"]) {
-      if (d.IsScalar() && d.Scalar() == "by-class") {
-        var.device_cv = sim::DEVICE_CV_BY_CLASS;
-      } else {
-        var.device_cv = yaml::required<double>(v, "device_cv", origin, vctx);
-        if (!(std::isfinite(var.device_cv) && var.device_cv >= 0 && var.device_cv <= 1))
-          yaml::fail(d, origin, vctx,
-                     fmt::format("field 'device_cv' must be 'by-class' or a coefficient of variation in [0, 1], got {}",
-                                 d.Scalar()));
-      }
-    }
-    var.jitter_cv = yaml::optional<double>(v, "jitter_cv", var.jitter_cv, origin, vctx);
-    var.straggler_probability = yaml::optional<double>(v, "straggler_probability", var.straggler_probability, origin, vctx);
-    var.straggler_slowdown = yaml::optional<double>(v, "straggler_slowdown", var.straggler_slowdown, origin, vctx);
-    var.seed = yaml::optional<std::uint64_t>(v, "seed", var.seed, origin, vctx);
-    if (v["jitter_cv"]) yaml::require_non_negative(var.jitter_cv, v["jitter_cv"], "jitter_cv", origin, vctx);
-    if (!(var.straggler_probability >= 0 && var.straggler_probability <= 1))
-      yaml::fail(v["straggler_probability"], origin, vctx, "field 'straggler_probability' must be in [0, 1]");
-    if (!(var.straggler_slowdown >= 1))
-      yaml::fail(v["straggler_slowdown"], origin, vctx, "field 'straggler_slowdown' must be >= 1");
+    f.parse(s, FieldInput(value, origin, is_nested ? fmt::format("{} {}", ctx, top) : ctx, f.leaf_key()));
   }
   if (s.ps.size() > 1 && s.ps.size() != s.workers.size())
     yaml::fail(node["ps"], origin, ctx,
