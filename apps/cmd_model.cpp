@@ -13,6 +13,7 @@
 #include "apps/command.hpp"
 #include "common/errors.hpp"
 #include "calibrate/memory.hpp"
+#include "calibrate/train_memory.hpp"
 #include "common/table.hpp"
 #include "platforms/device.hpp"
 #include "models/yaml_io.hpp"
@@ -30,6 +31,13 @@ struct ModelArgs {
   std::string format = "table";
   std::string precision = "fp32";  // show: memory at this precision
   std::string device;              // show: check the memory against this device
+  int micro_batch = 0;             // transformers: alias of --batch
+  int seq_len = 0;                 // transformers: tokens per sample (0 = the model's default)
+  bool flash_attention = false;
+  int zero = 0;                    // show, transformers: ZeRO stage
+  int dp = 1;                      // show, transformers: data-parallel size
+  std::string recompute = "none";  // show, transformers
+  std::string optimizer = "adam";  // show, transformers
 };
 
 int parse_side(std::string_view text, const std::string& whole) {
@@ -48,6 +56,16 @@ models::ModelOptions options_of(const ModelArgs& a) {
   if (a.channels < 0) throw InputError(fmt::format("--channels: expected a positive integer, got {}", a.channels));
   if (a.classes < 0) throw InputError(fmt::format("--classes: expected a positive integer, got {}", a.classes));
   if (a.batch < 1) throw InputError(fmt::format("--batch: expected a positive integer, got {}", a.batch));
+  if (a.micro_batch < 0)
+    throw InputError(fmt::format("--micro-batch: expected a positive integer, got {}", a.micro_batch));
+  if (a.micro_batch > 0) {
+    if (a.batch != 1 && a.batch != a.micro_batch)
+      throw InputError("--batch and --micro-batch are the same thing: give one");
+    o.batch = a.micro_batch;
+  }
+  if (a.seq_len < 0) throw InputError(fmt::format("--seq-len: expected a positive integer, got {}", a.seq_len));
+  o.seq_len = a.seq_len;
+  o.flash_attention = a.flash_attention;
   if (!a.input.empty()) {
     const auto x = a.input.find('x');
     if (x == std::string::npos) {
@@ -78,11 +96,93 @@ std::vector<std::string> cost_cells(const models::LayerCosts& c) {
           std::to_string(whole(c.activation_bytes)), std::to_string(whole(c.weight_bytes))};
 }
 
+// Transformers: per-layer table as for CNNs, then the training memory of one data-parallel worker
+// (calibrate/train_memory.hpp) and whether it fits the device.
+void show_transformer(const ModelArgs& a, const models::Model& m, TextFormat format) {
+  const auto totals = m.totals();
+  calibrate::TrainMemoryOptions o;
+  o.precision = std::string(calibrate::training_precision_by_name(a.precision).name);
+  o.optimizer = calibrate::optimizer_by_name(a.optimizer);
+  o.recompute = calibrate::recompute_by_name(a.recompute);
+  o.zero_stage = a.zero;
+  o.dp = a.dp;
+  platforms::Device generic;  // no device: a GPU without capacity (runtime reserve counted, no check)
+  const platforms::Device& dev = a.device.empty() ? generic : platforms::DeviceCatalog::builtin().by_name(a.device);
+  const auto mem = calibrate::estimate_train_memory(m, o, dev);
+  const bool fits = !(dev.mem_capacity_B > 0) || mem.total_B() <= dev.mem_capacity_B;
+  const std::int64_t tokens = m.layers().size() > 1 ? m.layers()[1].dst_shape.h : 0;
+  if (format == TextFormat::JSON) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : m.layers()) {
+      if (l.op == models::OpKind::INPUT) continue;
+      nlohmann::json j = {{"name", l.name},
+                          {"op", std::string(models::op_name(l))},
+                          {"output_shape", {l.dst_shape.n, l.dst_shape.c, l.dst_shape.h, l.dst_shape.w}}};
+      j.update(costs_json(l.costs));
+      layers.push_back(std::move(j));
+    }
+    const nlohmann::json out = {{"model", m.name()},
+                                {"micro_batch", m.batch()},
+                                {"seq_len", tokens},
+                                {"layers", std::move(layers)},
+                                {"totals", costs_json(totals)},
+                                {"memory",
+                                 {{"precision", o.precision},
+                                  {"optimizer", a.optimizer},
+                                  {"recompute", a.recompute},
+                                  {"zero", a.zero},
+                                  {"dp", a.dp},
+                                  {"weights_B", whole(mem.weights_B)},
+                                  {"gradients_B", whole(mem.gradients_B)},
+                                  {"optimizer_B", whole(mem.optimizer_B)},
+                                  {"activations_B", whole(mem.activations_B)},
+                                  {"workspace_B", whole(mem.workspace_B)},
+                                  {"runtime_B", whole(mem.runtime_B)},
+                                  {"total_B", whole(mem.total_B())},
+                                  {"device", a.device},
+                                  {"fits", fits}}}};
+    std::cout << out.dump(2) << '\n';
+    return;
+  }
+  Table table({"name", "op", "output_shape", "params", "fwd_flops", "bwd_data_flops", "bwd_weights_flops",
+               "activation_bytes", "weight_bytes"});
+  for (const auto& l : m.layers()) {
+    if (l.op == models::OpKind::INPUT) continue;
+    std::vector<std::string> row = {l.name, std::string(models::op_name(l)), models::to_string(l.dst_shape)};
+    for (auto& cell : cost_cells(l.costs)) row.push_back(std::move(cell));
+    table.add_row(std::move(row));
+  }
+  std::vector<std::string> total_row = {"TOTAL", "", ""};
+  for (auto& cell : cost_cells(totals)) total_row.push_back(std::move(cell));
+  table.add_row(std::move(total_row));
+  const double token_count = static_cast<double>(m.batch()) * static_cast<double>(tokens);
+  if (format == TextFormat::TABLE)
+    std::cout << fmt::format("model {}: micro-batch {}, sequence {}, {} layers, {} parameters, {:.3f} GFLOP forward "
+                             "({:.3f} GFLOP per token)\n",
+                             m.name(), m.batch(), tokens, m.layers().size() - 1, totals.params, totals.fwd_flops / 1e9,
+                             token_count > 0 ? totals.fwd_flops / token_count / 1e9 : 0.0);
+  table.print(std::cout, format);
+  if (format == TextFormat::TABLE) {
+    std::cout << fmt::format("training memory per worker ({}, {}, recompute {}, ZeRO {} over dp {}): {}\n",
+                             o.precision, a.optimizer, a.recompute, a.zero, a.dp, calibrate::describe(mem));
+    if (!a.device.empty())
+      std::cout << fmt::format("{} on {}: {:.2f} GiB of memory\n", fits ? "fits" : "does NOT fit", dev.name,
+                               dev.mem_capacity_B / (1024.0 * 1024 * 1024));
+  }
+}
+
 void show(const ModelArgs& a) {
   const TextFormat format = parse_text_format(a.format);
   const models::Model m = models::load_model(a.model, options_of(a));
   const auto& in = m.input_shape();
   const auto totals = m.totals();
+  if (m.has_rows()) {
+    show_transformer(a, m, format);
+    return;
+  }
+  if (a.zero != 0 || a.dp != 1 || a.recompute != "none" || a.optimizer != "adam")
+    throw InputError(fmt::format("--zero, --dp, --recompute and --optimizer apply to transformer models; '{}' is a CNN",
+                                 a.model));
   const auto precision = calibrate::precision_by_name(a.precision);
   platforms::Device generic;  // no device: a GPU without capacity (runtime reserve counted, no check)
   const platforms::Device& dev = a.device.empty() ? generic : platforms::DeviceCatalog::builtin().by_name(a.device);
@@ -93,7 +193,7 @@ void show(const ModelArgs& a) {
     for (const auto& l : m.layers()) {
       if (l.op == models::OpKind::INPUT) continue;
       nlohmann::json j = {{"name", l.name},
-                          {"op", std::string(models::to_string(l.op))},
+                          {"op", std::string(models::op_name(l))},
                           {"output_shape", {l.dst_shape.n, l.dst_shape.c, l.dst_shape.h, l.dst_shape.w}}};
       j.update(costs_json(l.costs));
       layers.push_back(std::move(j));
@@ -121,7 +221,7 @@ void show(const ModelArgs& a) {
                "activation_bytes", "weight_bytes"});
   for (const auto& l : m.layers()) {
     if (l.op == models::OpKind::INPUT) continue;
-    std::vector<std::string> row = {l.name, std::string(models::to_string(l.op)), models::to_string(l.dst_shape)};
+    std::vector<std::string> row = {l.name, std::string(models::op_name(l)), models::to_string(l.dst_shape)};
     for (auto& cell : cost_cells(l.costs)) row.push_back(std::move(cell));
     table.add_row(std::move(row));
   }
@@ -169,6 +269,9 @@ void add_model_options(CLI::App* cmd, ModelArgs& args) {
   cmd->add_option("--input", args.input, "Input height x width, e.g. 224x224 or 32 (default: the model's)");
   cmd->add_option("--channels", args.channels, "Input channels (default: the model's)");
   cmd->add_option("--classes", args.classes, "Number of classes (default: the model's)");
+  cmd->add_option("--micro-batch", args.micro_batch, "Transformers: samples per micro-batch (same as --batch)");
+  cmd->add_option("--seq-len", args.seq_len, "Transformers: tokens per sample (default: the model's context)");
+  cmd->add_flag("--flash-attention", args.flash_attention, "Transformers: fused attention (no s x s matrix kept)");
 }
 
 const CommandRegistrar registrar("model", 11, [](CLI::App& root) {
@@ -179,8 +282,14 @@ const CommandRegistrar registrar("model", 11, [](CLI::App& root) {
       "show", "Per layer: output shape, parameters, forward/backward FLOPs, activation and weight bytes; totals");
   add_model_options(show_cmd, *show_args);
   show_cmd->add_option("--format", show_args->format, "Output format: table, csv or json")->capture_default_str();
-  show_cmd->add_option("--precision", show_args->precision, "Precision of the memory estimate: fp32|fp16-mixed")
+  show_cmd->add_option("--precision", show_args->precision,
+                       "Precision of the memory estimate: fp32|fp16-mixed (transformers also tf32|bf16-mixed|fp8)")
       ->capture_default_str();
+  show_cmd->add_option("--zero", show_args->zero, "Transformers: ZeRO stage 0-3 over --dp")->capture_default_str();
+  show_cmd->add_option("--dp", show_args->dp, "Transformers: data-parallel size")->capture_default_str();
+  show_cmd->add_option("--recompute", show_args->recompute, "Transformers: activation recompute none|selective|full")
+      ->capture_default_str();
+  show_cmd->add_option("--optimizer", show_args->optimizer, "Transformers: adam|sgd")->capture_default_str();
   show_cmd->add_option("--device", show_args->device, "Check the training memory against this device's capacity");
   show_cmd->callback([show_args] { show(*show_args); });
 

@@ -19,13 +19,16 @@ void run(const ModelsArgs& a) {
   const TextFormat format = parse_text_format(a.format);
   Table table({"model", "input", "classes", "layers", "params", "fwd_GFLOP_per_sample"});
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& name : models::zoo_names()) {
+  std::vector<std::string> names = models::zoo_names();
+  for (const auto& t : models::transformer_zoo_names()) names.push_back(t);
+  for (const auto& name : names) {
     const models::Model m = models::build_zoo_model(name, models::ModelOptions{});
     const auto& in = m.input_shape();
     const auto totals = m.totals();
     std::int64_t classes = 0;
     for (const auto& l : m.layers())
-      if (l.op == models::OpKind::SOFTMAX_LOSS) classes = l.dst_shape.per_sample();
+      if (l.op == models::OpKind::SOFTMAX_LOSS || l.name == "head" || l.name == "lm_head" || l.name == "mlm.head")
+        classes = l.dst_shape.c;  // classes, or the vocabulary of a language model
     const double gflop = totals.fwd_flops / static_cast<double>(m.batch()) / 1e9;
     table.add_row({name, fmt::format("{}x{}x{}", in.c, in.h, in.w), std::to_string(classes),
                    std::to_string(m.layers().size() - 1), std::to_string(totals.params), fmt::format("{:.3f}", gflop)});

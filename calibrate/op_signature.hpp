@@ -20,7 +20,11 @@ std::optional<Pass> pass_by_name_or_null(std::string_view name);
 // Classes of ops that share one efficiency in the device model (fallback and GPU mapping).
 enum class OpClass { CONV, FC, BATCH_NORM, ELTWISE, POOL, LRN, SOFTMAX, ADD, CONCAT, DROPOUT, UPDATE, NONE };
 std::string_view to_string(OpClass op_class);
-OpClass op_class_of(models::OpKind op);
+OpClass op_class_of(models::OpKind op);  // NONE for OpKind::ROW: ask the layer
+// The class of a layer: its row's cost_class for row (transformer) ops, else op_class_of(layer.op).
+OpClass op_class_of(const models::Layer& layer);
+// The class named `name` ("fc", "eltwise", ...), or nullopt.
+std::optional<OpClass> op_class_by_name_or_null(std::string_view name);
 // True for classes whose time is usually bound by arithmetic (conv, fc), false for memory-bound ones.
 bool is_compute_class(OpClass op_class);
 

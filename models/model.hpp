@@ -28,6 +28,9 @@ enum class OpKind {
   DROPOUT,
   FLATTEN,
   SOFTMAX_LOSS,
+  // An op described by one row of the op-row table (models/op_rows.hpp): the transformer ops. Its
+  // name, fields, shape rule and cost rule live in the row (Layer::row), not in switches on this enum.
+  ROW,
 };
 
 // "conv2d", "batch_norm", ... (the names used in YAML model files and in output).
@@ -46,6 +49,33 @@ struct Shape {
 };
 std::string to_string(const Shape& s);  // "32x64x56x56"
 
+// Hyper-parameters of the row ops (models/op_rows.hpp): the fields each row reads are listed in its row.
+// Shapes of sequence tensors: [batch, hidden, seq, 1] (n = batch, c = hidden, h = sequence, w = 1).
+struct SeqParams {
+  std::int64_t out_features = 0;  // linear
+  std::int64_t hidden = 0;        // embedding, patch_embed: width of the produced tokens
+  std::int64_t vocab = 0;         // embedding, lm_head
+  std::int64_t positions = 0;     // embedding: rows of the learned position table (0 = none)
+  std::int64_t token_types = 0;   // embedding: rows of the segment table (BERT: 2; 0 = none)
+  std::int64_t heads = 0;         // attention, rotary: query heads
+  std::int64_t kv_heads = 0;      // attention, rotary: key/value heads (0 = heads; 1 = multi-query)
+  std::int64_t experts = 0;       // moe_router, moe_experts
+  std::int64_t top_k = 0;         // moe_router, moe_experts: experts per token
+  std::int64_t ffn = 0;           // moe_experts: intermediate size of each (SwiGLU) expert
+  std::int64_t patch = 0;         // patch_embed: square patch side
+  std::int64_t classes = 0;       // cls_head
+  std::int64_t block = -1;        // transformer block index (full recompute checkpoints per block); -1 = none
+  bool bias = true;               // linear, layer_norm
+  bool head_bias = false;         // lm_head: a bias per vocabulary entry (BERT's decoder bias)
+  bool causal = false;            // attention: causal mask
+  bool flash = false;             // attention: fused (FlashAttention) kernel, no s x s matrix in memory
+  bool tied = false;              // lm_head: weight shared with the embedding (no parameters of its own)
+  bool cls_token = true;          // patch_embed: prepend a learned class token
+  bool pooler = false;            // cls_head: dense + tanh on the first token before the classifier (BERT)
+  double dropout = 0;             // attention: dropout of the probabilities; hidden_dropout: its ratio
+  bool operator==(const SeqParams&) const = default;
+};
+
 // Hyper-parameters of a layer; fields that do not apply to an op keep their defaults.
 struct LayerParams {
   std::int64_t out_channels = 0;  // conv2d, fully_connected (out features)
@@ -61,6 +91,7 @@ struct LayerParams {
   double lrn_alpha = 1e-4, lrn_beta = 0.75, lrn_k = 1.0;
   double dropout_ratio = 0.5;
   double bn_epsilon = 1e-5;
+  SeqParams seq;              // row ops
   bool operator==(const LayerParams&) const = default;
 };
 
@@ -77,9 +108,30 @@ struct LayerCosts {
   LayerCosts& operator+=(const LayerCosts& o);
 };
 
+// What a layer keeps for its backward pass, by storage type (the memory model prices it per precision).
+// Filled by row ops; CNN ops leave it empty (calibrate/memory.hpp has their rule).
+struct SavedForBackward {
+  double gemm_input_elements = 0;  // inputs kept by GEMMs (FP8 under Transformer Engine, else activation type)
+  double act_elements = 0;         // other tensors at the activation precision
+  double mask_bytes = 0;           // dropout masks, 1 byte per element
+  double fixed_bytes = 0;          // FP32 statistics (norm mean/rstd, softmax log-sum-exp, logits), int64 token ids
+  // The part of act_elements and mask_bytes that selective recompute drops (the s x s attention tensors).
+  double selective_elements = 0;
+  double selective_mask_bytes = 0;
+};
+
+// Per-pass traffic of row ops (CNN ops derive theirs from shapes in calibrate/op_signature.cpp).
+struct RowPassBytes {
+  double bwd_data = 0;
+  double bwd_weights = 0;
+};
+
+struct OpRow;  // models/op_rows.hpp
+
 struct Layer {
   std::string name;
   OpKind op = OpKind::INPUT;
+  const OpRow* row = nullptr;  // the row of an OpKind::ROW layer, else nullptr
   LayerParams params;
   std::vector<std::string> inputs;  // producer layer names, in order (concat order matters)
   std::vector<Shape> src_shapes;    // one per input
@@ -89,7 +141,12 @@ struct Layer {
   // layer's inputs; false for layers fed (through parameter-free layers) only by the input, whose
   // bwd_data_flops are then 0 (frameworks do not differentiate w.r.t. the images).
   bool needs_data_grad = false;
+  SavedForBackward saved;  // row ops
+  RowPassBytes row_bytes;  // row ops
 };
+
+// The op's name: to_string(op), or the row's name for OpKind::ROW.
+std::string_view op_name(const Layer& layer);
 
 // A model: layers in insertion order, which is a topological order (inputs must already exist).
 class Model {
@@ -105,6 +162,11 @@ class Model {
   // Appends a layer fed by `inputs` (existing layer names), infers its shape and costs.
   // Throws InputError on unknown inputs, duplicate names, wrong arity or shape mismatch.
   const Layer& add(std::string name, OpKind op, const LayerParams& params, std::vector<std::string> inputs);
+  // Appends a layer of a row op (models/op_rows.hpp) by its row name; same errors as add().
+  const Layer& add_row(std::string name, std::string_view row_name, const LayerParams& params,
+                       std::vector<std::string> inputs);
+  // True when the model has row (transformer) ops.
+  bool has_rows() const;
 
   const std::string& name() const;
   std::int64_t batch() const;
@@ -118,6 +180,8 @@ class Model {
   LayerCosts totals() const;
 
  private:
+  const Layer& add_layer(std::string name, OpKind op, const OpRow* row, const LayerParams& params,
+                         std::vector<std::string> inputs);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -2,7 +2,7 @@
 # Builds (clang, ASan+UBSan, libFuzzer) and runs dtsim's loader fuzz targets: docs/fuzzing.md.
 #   scripts/fuzz.sh [--runs N] [--time S] [--seed N] [--timeout S] [--fresh] [--build-dir DIR] [--work-dir DIR]
 #                    [--no-build|--build-only] [TARGET...]
-# TARGET is one of: model_yaml platform_yaml device_catalog scenario_yaml calibration_db (default: all).
+# TARGET is one of: model_yaml platform_yaml device_catalog scenario_yaml calibration_db hf_config (default: all).
 # Each target starts from its seed corpus (the shipped files + fuzz/seeds/) and keeps what it learns in
 # <work-dir>/<target>/corpus (default work-dir: <build-dir>/fuzz/work; --fresh empties it first). A crash,
 # leak, sanitizer report, timeout or out-of-memory leaves its input in <work-dir>/<target>/artifacts/
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-all_targets=(model_yaml platform_yaml device_catalog scenario_yaml calibration_db)
+all_targets=(model_yaml platform_yaml device_catalog scenario_yaml calibration_db hf_config)
 runs=10000
 max_time=0        # seconds per target; 0 = no limit but --runs
 seed=0            # 0 = libFuzzer picks one
@@ -66,6 +66,7 @@ seed_files() {
     device_catalog) ls platforms/devices.yaml fuzz/seeds/device_catalog/* fuzz/seeds/yaml_hostile/* ;;
     scenario_yaml) ls scenarios/*.yaml fuzz/seeds/scenario_yaml/* fuzz/seeds/yaml_hostile/* ;;
     calibration_db) ls fuzz/seeds/calibration_db/* ;;
+    hf_config) ls models/examples/hf/*/config.json fuzz/seeds/hf_config/* ;;
   esac
 }
 # Inputs up to this size: the largest shipped file of the kind, with room to grow.
@@ -73,10 +74,11 @@ max_len() {
   case "$1" in
     device_catalog) echo 24576 ;;
     calibration_db) echo 8192 ;;
+    hf_config) echo 32768 ;;  # the ViT example's 1,000 labels are 24 KiB
     *) echo 6144 ;;
   esac
 }
-dict() { if [ "$1" = calibration_db ]; then echo fuzz/json.dict; else echo fuzz/yaml.dict; fi; }
+dict() { case "$1" in calibration_db | hf_config) echo fuzz/json.dict ;; *) echo fuzz/yaml.dict ;; esac; }
 
 # The scratch file each input is written to lives in memory where it can; ASan's quarantine of freed
 # memory is kept small so that the allocator reuses warm pages (a fifth fewer page faults per input).

@@ -146,6 +146,11 @@ void run_calibration(const models::Model& model, const CalibrateOptions& options
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) {
     params += layer.costs.params;
+    // Transformer ops have no timing driver in any backend yet: say so rather than time nothing.
+    if (layer.row)
+      throw InputError(fmt::format("model '{}': no timing driver for op {} (layer '{}') yet; transformer ops are "
+                                   "costed from their FLOPs and bytes by the device model",
+                                   model.name(), models::op_name(layer), layer.name));
     if (!backend.times_layer(layer)) continue;
     const std::string sig = op_signature(layer);
     for (Pass pass : passes_of(layer)) {

@@ -361,6 +361,7 @@ void build_layer(GpuRunner& r, const models::Layer& layer) {
     }
     case OpKind::INPUT:
     case OpKind::FLATTEN: return;
+    case OpKind::ROW: throw Failure(fmt::format("no cuDNN timing driver for op {} yet", models::op_name(layer)));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "calibrate/train_memory.hpp"
 #include "common/errors.hpp"
 
 namespace dtsim::calibrate {
@@ -27,6 +28,20 @@ std::string gib(double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 
 
 MemoryEstimate estimate_memory(const models::Model& model, Precision precision, const platforms::Device& device) {
   MemoryEstimate m;
+  if (model.has_rows()) {
+    // Transformers: their ops say what they keep (calibrate/train_memory.hpp), with dtsim's SGD-momentum update.
+    TrainMemoryOptions o;
+    o.precision = std::string(to_string(precision));
+    o.optimizer = Optimizer::SGD;
+    const TrainMemory t = estimate_train_memory(model, o, device);
+    m.weights_B = t.weights_B;
+    m.gradients_B = t.gradients_B;
+    m.optimizer_B = t.optimizer_B;
+    m.activations_B = t.activations_B;
+    m.workspace_B = t.workspace_B;
+    m.runtime_B = t.runtime_B;
+    return m;
+  }
   const double elem = element_bytes(precision);
   const double scale = elem / FP32_BYTES;
   double params = 0;

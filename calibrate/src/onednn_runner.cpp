@@ -175,6 +175,10 @@ OpRunner::OpRunner(const dnnl::engine& engine, std::int64_t params, std::int64_t
 
 OpRunner::OpRunner(const dnnl::engine& engine, const models::Layer& layer, std::int64_t max_bytes)
     : engine_(engine), max_bytes_(max_bytes) {
+  if (layer.row)
+    throw InputError(fmt::format("no oneDNN timing driver for op {} (layer '{}') yet: transformer ops are costed "
+                                 "from their FLOPs and bytes by the device model",
+                                 models::op_name(layer), layer.name));
   if (!ops::has_driver(layer.op)) return;  // input, flatten: nothing to time
   const std::vector<Pass> passes = passes_of(layer);
   const bool need_bwd_data = std::count(passes.begin(), passes.end(), Pass::BWD_DATA) > 0;

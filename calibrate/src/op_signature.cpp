@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "common/errors.hpp"
+#include "models/op_rows.hpp"
+
 namespace dtsim::calibrate {
 namespace {
 
@@ -65,9 +68,25 @@ OpClass op_class_of(models::OpKind op) {
     case OpKind::CONCAT: return OpClass::CONCAT;
     case OpKind::DROPOUT: return OpClass::DROPOUT;
     case OpKind::INPUT:
-    case OpKind::FLATTEN: return OpClass::NONE;
+    case OpKind::FLATTEN:
+    case OpKind::ROW: return OpClass::NONE;
   }
   return OpClass::NONE;
+}
+
+std::optional<OpClass> op_class_by_name_or_null(std::string_view name) {
+  for (OpClass c : {OpClass::CONV, OpClass::FC, OpClass::BATCH_NORM, OpClass::ELTWISE, OpClass::POOL, OpClass::LRN,
+                    OpClass::SOFTMAX, OpClass::ADD, OpClass::CONCAT, OpClass::DROPOUT, OpClass::UPDATE})
+    if (to_string(c) == name) return c;
+  return std::nullopt;
+}
+
+OpClass op_class_of(const models::Layer& layer) {
+  if (!layer.row) return op_class_of(layer.op);
+  const auto c = op_class_by_name_or_null(layer.row->cost_class);
+  // A row naming no device-model class would be costed as nothing: refuse rather than predict 0 s.
+  if (!c) throw Failure(fmt::format("no cost model for op {} yet (class '{}')", layer.row->name, layer.row->cost_class));
+  return *c;
 }
 
 bool is_compute_class(OpClass c) { return c == OpClass::CONV || c == OpClass::FC; }
@@ -75,7 +94,7 @@ bool is_compute_class(OpClass c) { return c == OpClass::CONV || c == OpClass::FC
 std::string op_signature(const models::Layer& layer) {
   using models::OpKind;
   const auto& p = layer.params;
-  std::string key = std::string(models::to_string(layer.op));
+  std::string key = std::string(models::op_name(layer));
   for (const auto& s : layer.src_shapes) key += " src=" + models::to_string(s);
   key += " dst=" + models::to_string(layer.dst_shape);
   switch (layer.op) {
@@ -90,6 +109,16 @@ std::string op_signature(const models::Layer& layer) {
       if (layer.op == OpKind::AVG_POOL) key += fmt::format(" incl_pad={}", p.count_include_pad ? 1 : 0);
       break;
     case OpKind::LRN: key += fmt::format(" size={}", p.lrn_size); break;
+    case OpKind::ROW:
+      for (const auto& f : layer.row->fields) {
+        if (f.name == "block") continue;  // where the layer sits, not what its kernels do
+        switch (f.type) {
+          case models::RowField::Type::INT: key += fmt::format(" {}={}", f.name, p.seq.*f.int_field); break;
+          case models::RowField::Type::BOOL: key += fmt::format(" {}={}", f.name, p.seq.*f.bool_field ? 1 : 0); break;
+          case models::RowField::Type::RATIO: key += fmt::format(" {}={}", f.name, p.seq.*f.double_field); break;
+        }
+      }
+      break;
     default: break;
   }
   return key;
@@ -102,6 +131,17 @@ std::vector<Pass> passes_of(const models::Layer& layer) {
   switch (layer.op) {
     case OpKind::INPUT:
     case OpKind::FLATTEN: return {};
+    case OpKind::ROW: {
+      std::vector<Pass> passes = {Pass::FWD};
+      const auto& c = layer.costs;
+      if (layer.row->split_backward) {
+        if (c.bwd_data_flops > 0) passes.push_back(Pass::BWD_DATA);
+        if (c.bwd_weights_flops > 0) passes.push_back(Pass::BWD_WEIGHTS);
+      } else if (c.bwd_data_flops + c.bwd_weights_flops > 0 || c.bwd_bytes > 0) {
+        passes.push_back(Pass::BWD_DATA);  // one backward kernel (norms, attention, elementwise)
+      }
+      return passes;
+    }
     case OpKind::CONV2D:
     case OpKind::FULLY_CONNECTED:
       // The first layer (fed by the input only) needs no gradient w.r.t. its input.
@@ -117,6 +157,19 @@ PassWork pass_work(const models::Layer& layer, Pass pass) {
   for (const auto& s : layer.src_shapes) src_el += static_cast<double>(s.elements());
   const double dst_el = static_cast<double>(layer.dst_shape.elements());
   const double w = static_cast<double>(c.params);
+  if (layer.row) {
+    const bool split = layer.row->split_backward;
+    switch (pass) {
+      case Pass::FWD: return {c.fwd_flops, c.fwd_bytes};
+      case Pass::BWD_DATA:
+        if (split) return {c.bwd_data_flops, layer.row_bytes.bwd_data};
+        return {c.bwd_data_flops + c.bwd_weights_flops, c.bwd_bytes};
+      case Pass::BWD_WEIGHTS:
+        if (split) return {c.bwd_weights_flops, layer.row_bytes.bwd_weights};
+        return {0, 0};
+    }
+    return {};
+  }
   const bool split = layer.op == models::OpKind::CONV2D || layer.op == models::OpKind::FULLY_CONNECTED;
   switch (pass) {
     case Pass::FWD: return {c.fwd_flops, c.fwd_bytes};

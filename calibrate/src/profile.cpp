@@ -189,10 +189,10 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     if (layer.op == models::OpKind::INPUT) continue;
     LayerTime t;
     t.name = layer.name;
-    t.op = std::string(models::to_string(layer.op));
+    t.op = std::string(models::op_name(layer));
     t.grad_bytes = static_cast<std::int64_t>(static_cast<double>(layer.costs.params) * element_bytes(options.precision));
     params += layer.costs.params;
-    const OpClass op_class = op_class_of(layer.op);
+    const OpClass op_class = op_class_of(layer);
     const std::string signature = op_signature(layer);
     const auto passes = passes_of(layer);
     bool all_measured = !passes.empty();

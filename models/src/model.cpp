@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "common/errors.hpp"
+#include "models/op_rows.hpp"
 
 namespace dtsim::models {
 
@@ -111,6 +112,14 @@ void infer(Layer& layer, const Context& ctx) {
   switch (layer.op) {
     case OpKind::INPUT:
       ctx.fail("an input layer can only be the model's first layer");
+    case OpKind::ROW:
+      // The row's own shape and cost rule sets everything (models/src/op_rows.cpp).
+      layer.row->infer(layer, ctx.where());
+      if (no_data_grad && layer.costs.params == 0) {
+        // Nothing upstream is trainable: no gradient flows through this layer at all.
+        layer.costs.bwd_data_flops = layer.costs.bwd_bytes = layer.row_bytes.bwd_data = 0;
+      }
+      return;
     case OpKind::CONV2D: {
       if (p.out_channels < 1) ctx.fail(fmt::format("out_channels must be >= 1, got {}", p.out_channels));
       if (p.groups < 1) ctx.fail(fmt::format("groups must be >= 1, got {}", p.groups));
@@ -271,6 +280,7 @@ std::string_view to_string(OpKind op) {
     case OpKind::DROPOUT: return "dropout";
     case OpKind::FLATTEN: return "flatten";
     case OpKind::SOFTMAX_LOSS: return "softmax_loss";
+    case OpKind::ROW: return "row";
   }
   return "unknown";
 }
@@ -293,6 +303,8 @@ std::vector<std::string> op_kind_names() {
   for (OpKind op : ALL_OPS) names.emplace_back(to_string(op));
   return names;
 }
+
+std::string_view op_name(const Layer& layer) { return layer.row ? layer.row->name : to_string(layer.op); }
 
 std::string to_string(const Shape& s) { return fmt::format("{}x{}x{}x{}", s.n, s.c, s.h, s.w); }
 
@@ -344,19 +356,49 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
 const Layer& Model::add(std::string name, OpKind op, const LayerParams& params, std::vector<std::string> inputs) {
+  if (op == OpKind::ROW)
+    throw InputError(fmt::format("model '{}': layer '{}': a row op is added by its row name", impl_->name, name));
+  return add_layer(std::move(name), op, nullptr, params, std::move(inputs));
+}
+
+const Layer& Model::add_row(std::string name, std::string_view row_name, const LayerParams& params,
+                            std::vector<std::string> inputs) {
+  const OpRow* row = op_row_by_name_or_null(row_name);
+  if (!row) throw InputError(fmt::format("model '{}': layer '{}': unknown op '{}'", impl_->name, name, row_name));
+  return add_layer(std::move(name), OpKind::ROW, row, params, std::move(inputs));
+}
+
+bool Model::has_rows() const {
+  for (const auto& l : impl_->layers)
+    if (l.row) return true;
+  return false;
+}
+
+const Layer& Model::add_layer(std::string name, OpKind op, const OpRow* row, const LayerParams& params,
+                              std::vector<std::string> inputs) {
   const Context ctx{impl_->name, name};
   if (name.empty()) throw InputError(fmt::format("model '{}': a layer has an empty name", impl_->name));
   if (impl_->index.count(name)) ctx.fail("duplicate layer name");
-  if (inputs.empty()) ctx.fail(fmt::format("{} needs at least one input", to_string(op)));
-  const std::size_t arity = expected_arity(op);
-  if (arity == 1 && inputs.size() != 1)
-    ctx.fail(fmt::format("{} takes exactly one input, got {}", to_string(op), inputs.size()));
-  if (arity == 0 && inputs.size() < 2)
-    ctx.fail(fmt::format("{} takes two or more inputs, got {}", to_string(op), inputs.size()));
+  const std::string_view op_text = row ? row->name : to_string(op);
+  if (inputs.empty()) ctx.fail(fmt::format("{} needs at least one input", op_text));
+  if (row) {
+    if (inputs.size() < row->min_inputs || inputs.size() > row->max_inputs)
+      ctx.fail(row->min_inputs == row->max_inputs
+                   ? fmt::format("{} takes exactly {} input(s), got {}", op_text, row->min_inputs, inputs.size())
+                   : fmt::format("{} takes {} to {} inputs, got {}", op_text, row->min_inputs, row->max_inputs,
+                                 inputs.size()));
+  } else {
+    const std::size_t arity = expected_arity(op);
+    if (arity == 1 && inputs.size() != 1)
+      ctx.fail(fmt::format("{} takes exactly one input, got {}", op_text, inputs.size()));
+    if (arity == 0 && inputs.size() < 2)
+      ctx.fail(fmt::format("{} takes two or more inputs, got {}", op_text, inputs.size()));
+  }
 
   Layer layer;
   layer.name = std::move(name);
   layer.op = op;
+  layer.row = row;
   layer.params = params;
   std::vector<std::size_t> producers;
   bool upstream_trainable = false;

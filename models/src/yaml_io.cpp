@@ -12,6 +12,7 @@
 #include "common/errors.hpp"
 #include "common/text.hpp"
 #include "common/yaml_util.hpp"
+#include "models/op_rows.hpp"
 
 namespace dtsim::models {
 
@@ -68,6 +69,45 @@ int read_dimension(const YAML::Node& input, const std::string& key, int override
   return v;
 }
 
+
+std::vector<std::string> read_inputs(const YAML::Node& l, const std::string& previous, const Origin& origin,
+                                     const std::string& context) {
+  std::vector<std::string> inputs;
+  if (const YAML::Node in = l["inputs"]) {
+    if (!in.IsSequence()) dtsim::yaml::fail(in, origin, context, "field 'inputs' must be a list of layer names");
+    for (const auto& item : in) {
+      if (!item.IsScalar()) dtsim::yaml::fail(item, origin, context, "field 'inputs' must be a list of layer names");
+      inputs.push_back(item.Scalar());
+    }
+  } else {
+    inputs.push_back(previous);  // default: the layer before
+  }
+  return inputs;
+}
+
+// A layer of a row op: its keys are the row's fields (models/op_rows.hpp).
+void add_row_layer(Model& model, const OpRow& row, const YAML::Node& l, const std::string& layer_name,
+                   const std::string& previous, const Origin& origin, const std::string& context) {
+  std::vector<std::string> allowed = {"name", "op", "inputs"};
+  for (const auto& f : row.fields) allowed.emplace_back(f.name);
+  dtsim::yaml::check_keys(l, allowed, origin, context);
+  LayerParams p;
+  for (const auto& f : row.fields) {
+    const std::string key(f.name);
+    if (f.required && !l[key]) dtsim::yaml::fail(l, origin, context, fmt::format("missing required field '{}'", key));
+    switch (f.type) {
+      case RowField::Type::INT: p.seq.*f.int_field = dtsim::yaml::optional<std::int64_t>(l, key, p.seq.*f.int_field, origin, context); break;
+      case RowField::Type::BOOL: p.seq.*f.bool_field = dtsim::yaml::optional<bool>(l, key, p.seq.*f.bool_field, origin, context); break;
+      case RowField::Type::RATIO: p.seq.*f.double_field = dtsim::yaml::optional<double>(l, key, p.seq.*f.double_field, origin, context); break;
+    }
+  }
+  try {
+    model.add_row(layer_name, row.name, p, read_inputs(l, previous, origin, context));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", origin.where(l), e.what()));
+  }
+}
+
 }  // namespace
 
 Model parse_model_yaml(const std::string& text, const std::string& label, const ModelOptions& options) {
@@ -103,28 +143,24 @@ Model parse_model_yaml(const std::string& text, const std::string& label, const 
     const auto layer_name = dtsim::yaml::required<std::string>(l, "name", origin, index_context);
     const std::string context = fmt::format("layer '{}'", layer_name);
     const auto op_name = dtsim::yaml::required<std::string>(l, "op", origin, context);
+    if (const OpRow* row = op_row_by_name_or_null(op_name)) {
+      add_row_layer(model, *row, l, layer_name, previous, origin, context);
+      previous = layer_name;
+      continue;
+    }
     const auto op = op_kind_by_name_or_null(op_name);
     if (!op || *op == OpKind::INPUT) {
       std::string known;
       for (const auto& n : op_kind_names())
-        if (n != "input") known += (known.empty() ? "" : ", ") + n;
+        if (n != "input" && n != "row") known += (known.empty() ? "" : ", ") + n;
+      for (const auto& r : op_rows()) known += ", " + std::string(r.name);
       dtsim::yaml::fail(l["op"], origin, context, fmt::format("field 'op': unknown op '{}' (known: {})", op_name, known));
     }
     std::vector<std::string> allowed = {"name", "op", "inputs"};
     for (const auto& f : op_fields(*op)) allowed.push_back(f);
     dtsim::yaml::check_keys(l, allowed, origin, context);
 
-    std::vector<std::string> inputs;
-    if (const YAML::Node in = l["inputs"]) {
-      if (!in.IsSequence())
-        dtsim::yaml::fail(in, origin, context, "field 'inputs' must be a list of layer names");
-      for (const auto& item : in) {
-        if (!item.IsScalar()) dtsim::yaml::fail(item, origin, context, "field 'inputs' must be a list of layer names");
-        inputs.push_back(item.Scalar());
-      }
-    } else {
-      inputs.push_back(previous);  // default: the layer before
-    }
+    std::vector<std::string> inputs = read_inputs(l, previous, origin, context);
 
     LayerParams p;
     if (const YAML::Node oc = l["out_channels"]) {
@@ -216,9 +252,20 @@ std::string model_to_yaml(const Model& model) {
   for (std::size_t i = 1; i < layers.size(); ++i) {
     const Layer& l = layers[i];
     const LayerParams& p = l.params;
-    std::string line = fmt::format("  - {{name: {}, op: {}, inputs: [", quoted(l.name), to_string(l.op));
+    std::string line = fmt::format("  - {{name: {}, op: {}, inputs: [", quoted(l.name), op_name(l));
     for (std::size_t j = 0; j < l.inputs.size(); ++j) line += (j ? ", " : "") + quoted(l.inputs[j]);
     line += "]";
+    if (l.row) {
+      for (const auto& f : l.row->fields) {
+        switch (f.type) {
+          case RowField::Type::INT: line += fmt::format(", {}: {}", f.name, l.params.seq.*f.int_field); break;
+          case RowField::Type::BOOL: line += fmt::format(", {}: {}", f.name, l.params.seq.*f.bool_field); break;
+          case RowField::Type::RATIO: line += fmt::format(", {}: {}", f.name, l.params.seq.*f.double_field); break;
+        }
+      }
+      out += line + "}\n";
+      continue;
+    }
     const bool windowed = l.op == OpKind::CONV2D || l.op == OpKind::MAX_POOL || l.op == OpKind::AVG_POOL;
     if (l.op == OpKind::CONV2D || l.op == OpKind::FULLY_CONNECTED) {
       if (l.name == classifier)

@@ -12,6 +12,8 @@
 
 #include "common/errors.hpp"
 #include "common/text.hpp"
+#include "models/hf_config.hpp"
+#include "models/src/zoo_transformers.hpp"
 #include "models/yaml_io.hpp"
 
 namespace dtsim::models {
@@ -536,14 +538,22 @@ std::vector<std::string> zoo_names() {
 }
 
 Model build_zoo_model(const std::string& name, const ModelOptions& options) {
+  if (const TransformerConfig* t = transformer_zoo_config_or_null(name)) {
+    check_options(options, fmt::format("model '{}'", name));
+    return build_transformer(*t, options);
+  }
   const auto it = zoo().find(name);
   if (it == zoo().end()) {
     std::string known;
     for (const auto& n : zoo_names()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError(
-        fmt::format("unknown model '{}' (known: {}; or give a path to a YAML model file)", printable(name), known));
+    for (const auto& n : transformer_zoo_names()) known += ", " + n;
+    throw InputError(fmt::format(
+        "unknown model '{}' (known: {}; or give a path to a YAML model file or a Hugging Face config.json)",
+        printable(name), known));
   }
   check_options(options, fmt::format("model '{}'", name));
+  if (options.seq_len || options.flash_attention)
+    throw InputError(fmt::format("model '{}' is a CNN: --seq-len and --flash-attention apply to transformers", name));
   const Defaults& d = it->second.defaults;
   const Shape input{options.batch, options.channels ? options.channels : d.channels,
                     options.input_h ? options.input_h : d.size, options.input_w ? options.input_w : d.size};
@@ -553,12 +563,20 @@ Model build_zoo_model(const std::string& name, const ModelOptions& options) {
 }
 
 Model load_model(const std::string& name_or_file, const ModelOptions& options) {
-  if (zoo().count(name_or_file)) return build_zoo_model(name_or_file, options);
+  if (zoo().count(name_or_file) || transformer_zoo_config_or_null(name_or_file))
+    return build_zoo_model(name_or_file, options);
+  if (name_or_file.ends_with(".json")) {
+    check_options(options, name_or_file);
+    return load_hf_config(name_or_file, options);
+  }
   const bool looks_like_file = name_or_file.find('/') != std::string::npos ||
                                name_or_file.ends_with(".yaml") || name_or_file.ends_with(".yml");
   std::error_code ec;  // a name too long for a path is simply not a file
   if (looks_like_file || std::filesystem::is_regular_file(name_or_file, ec)) {
     check_options(options, name_or_file);
+    if (options.seq_len || options.flash_attention)
+      throw InputError(fmt::format("{}: --seq-len and --flash-attention apply to transformers, not YAML models",
+                                   name_or_file));
     return load_model_yaml(name_or_file, options);
   }
   return build_zoo_model(name_or_file, options);  // throws the unknown-name error

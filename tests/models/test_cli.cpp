@@ -79,3 +79,24 @@ TEST_CASE("models::Cli: model export writes a file that model show reads back wi
   CHECK(from_file.out == from_zoo.out);
   CHECK(from_zoo.out.find("classifier,fully_connected,4x10x1x1,10250,") != std::string::npos);
 }
+
+TEST_CASE("models::Cli: model show of a transformer prints its memory and whether it fits", "[models][cli]") {
+  const Run big = run("model show llama2_7b --seq-len 4096 --micro-batch 1 --precision bf16-mixed "
+                      "--device a100-sxm4-80gb --format json",
+                      false);
+  REQUIRE(big.exit_code == 0);
+  const auto j = nlohmann::json::parse(big.out);
+  CHECK(j["totals"]["params"] == 6738415616LL);
+  CHECK(j["memory"]["fits"] == false);
+  const Run sharded = run("model show llama2_7b --seq-len 4096 --micro-batch 1 --precision bf16-mixed --zero 3 "
+                          "--dp 8 --recompute selective --flash-attention --device a100-sxm4-80gb --format json",
+                          false);
+  REQUIRE(sharded.exit_code == 0);
+  CHECK(nlohmann::json::parse(sharded.out)["memory"]["fits"] == true);
+  CHECK(run("model show resnet50 --zero 1").exit_code == 2);
+  CHECK(run("model show gpt2 --precision int8").exit_code == 2);
+  const Run hf = run("model show " + std::string(DTSIM_SOURCE_DIR) + "/models/examples/hf/gpt2/config.json "
+                     "--seq-len 64 --format json", false);
+  REQUIRE(hf.exit_code == 0);
+  CHECK(nlohmann::json::parse(hf.out)["totals"]["params"] == 124439808LL);
+}

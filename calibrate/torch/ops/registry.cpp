@@ -80,7 +80,7 @@ TorchOp build_torch_op(const models::Layer& layer) {
   const auto* driver = detail::driver_or_null(layer.op);
   if (driver == nullptr)
     throw InputError(fmt::format("layer '{}': op '{}' has no libtorch driver (drivers: {})", layer.name,
-                                 models::to_string(layer.op), fmt::join(torch_driver_names(), ", ")));
+                                 models::op_name(layer), fmt::join(torch_driver_names(), ", ")));
   TorchOp op = driver->build(layer);
   if (op.module) op.module->train();
   return op;

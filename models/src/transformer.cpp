@@ -1,0 +1,194 @@
+// Transformer builders: each block written as the reference implementations run it (Hugging Face
+// GPT2Model, BertForPreTraining, LlamaForCausalLM, MixtralForCausalLM, torchvision VisionTransformer).
+#include "models/transformer.hpp"
+
+#include <fmt/format.h>
+
+#include "common/errors.hpp"
+
+namespace dtsim::models {
+namespace {
+
+// Longest sequence accepted (beyond any trained context; keeps s^2 terms far from the element bound).
+constexpr int MAX_SEQ_LEN = 1 << 20;
+
+class Blocks {
+ public:
+  Blocks(Model& m, const TransformerConfig& c, bool flash) : m_(m), c_(c), flash_(flash) {}
+
+  std::string row(const std::string& name, std::string_view op, const std::string& in, SeqParams p = {}) {
+    p.block = block_;
+    LayerParams lp;
+    lp.seq = p;
+    return m_.add_row(name, op, lp, {in}).name;
+  }
+  std::string row2(const std::string& name, std::string_view op, const std::string& a, const std::string& b,
+                   SeqParams p = {}) {
+    p.block = block_;
+    LayerParams lp;
+    lp.seq = p;
+    return m_.add_row(name, op, lp, {a, b}).name;
+  }
+  std::string linear(const std::string& name, const std::string& in, std::int64_t out, bool bias) {
+    SeqParams p;
+    p.out_features = out;
+    p.bias = bias;
+    return row(name, "linear", in, p);
+  }
+  std::string dropout(const std::string& name, const std::string& in, double ratio) {
+    if (ratio <= 0) return in;
+    SeqParams p;
+    p.dropout = ratio;
+    return row(name, "hidden_dropout", in, p);
+  }
+  std::string norm(const std::string& name, const std::string& in) {
+    return row(name, c_.family == TransformerFamily::LLAMA ? "rms_norm" : "layer_norm", in);
+  }
+  // Fused QKV projection, (rotary), attention core, output projection.
+  std::string attention(const std::string& p, const std::string& in, bool causal) {
+    const bool llama = c_.family == TransformerFamily::LLAMA;
+    const std::int64_t kv = c_.kv_heads ? c_.kv_heads : c_.heads;
+    const std::int64_t d = c_.hidden / c_.heads;
+    auto x = linear(p + ".qkv", in, (c_.heads + 2 * kv) * d, !llama);
+    SeqParams h;
+    h.heads = c_.heads;
+    h.kv_heads = kv;
+    if (llama) x = row(p + ".rotary", "rotary", x, h);
+    h.causal = causal;
+    h.flash = flash_;
+    h.dropout = c_.attention_dropout;
+    x = row(p + ".core", "attention", x, h);
+    return linear(p + ".proj", x, c_.hidden, !llama);
+  }
+  std::string mlp(const std::string& p, const std::string& in) {
+    if (c_.family == TransformerFamily::LLAMA) {
+      if (c_.experts > 0) {
+        SeqParams r;
+        r.experts = c_.experts;
+        r.top_k = c_.top_k;
+        const auto gate = row(p + ".router", "moe_router", in, r);
+        r.ffn = c_.ffn;
+        return row2(p + ".experts", "moe_experts", in, gate, r);
+      }
+      auto x = linear(p + ".gate_up", in, 2 * c_.ffn, false);
+      x = row(p + ".swiglu", "swiglu", x);
+      return linear(p + ".down", x, c_.hidden, false);
+    }
+    auto x = linear(p + ".fc1", in, c_.ffn, true);
+    x = row(p + ".gelu", "gelu", x);
+    return linear(p + ".fc2", x, c_.hidden, true);
+  }
+  // Pre-LN block (GPT, Llama, ViT): x + attn(norm(x)), then x + mlp(norm(x)).
+  std::string pre_ln_block(const std::string& p, const std::string& x, bool causal) {
+    auto a = dropout(p + ".attn_drop", attention(p + ".attn", norm(p + ".norm1", x), causal), c_.hidden_dropout);
+    const auto r1 = row2(p + ".add1", "residual_add", x, a);
+    auto f = dropout(p + ".mlp_drop", mlp(p + ".mlp", norm(p + ".norm2", r1)), c_.hidden_dropout);
+    return row2(p + ".add2", "residual_add", r1, f);
+  }
+  // Post-LN block (BERT): norm(x + attn(x)), then norm(x + mlp(x)).
+  std::string post_ln_block(const std::string& p, const std::string& x) {
+    auto a = dropout(p + ".attn_drop", attention(p + ".attn", x, false), c_.hidden_dropout);
+    const auto n1 = norm(p + ".norm1", row2(p + ".add1", "residual_add", x, a));
+    auto f = dropout(p + ".mlp_drop", mlp(p + ".mlp", n1), c_.hidden_dropout);
+    return norm(p + ".norm2", row2(p + ".add2", "residual_add", n1, f));
+  }
+  void set_block(std::int64_t b) { block_ = b; }
+
+ private:
+  Model& m_;
+  const TransformerConfig& c_;
+  bool flash_;
+  std::int64_t block_ = -1;
+};
+
+void check_config(const TransformerConfig& c) {
+  const auto need = [&](std::int64_t v, const char* field) {
+    if (v < 1) throw InputError(fmt::format("model '{}': {} must be >= 1, got {}", c.name, field, v));
+  };
+  need(c.hidden, "hidden size");
+  need(c.layers, "layers");
+  need(c.heads, "attention heads");
+  need(c.ffn, "intermediate (ffn) size");
+  if (c.family == TransformerFamily::VIT) {
+    need(c.patch, "patch size");
+    need(c.classes, "classes");
+  } else {
+    need(c.vocab, "vocabulary size");
+  }
+  if (c.hidden % c.heads != 0)
+    throw InputError(fmt::format("model '{}': hidden size {} is not a multiple of the {} heads", c.name, c.hidden, c.heads));
+  if (c.layers > 1 << 16) throw InputError(fmt::format("model '{}': layers must be <= 65536", c.name));
+}
+
+}  // namespace
+
+Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
+  check_config(c);
+  if (o.batch < 1) throw InputError(fmt::format("model '{}': micro-batch must be >= 1, got {}", c.name, o.batch));
+  const bool vit = c.family == TransformerFamily::VIT;
+  if (vit && o.seq_len)
+    throw InputError(fmt::format("model '{}': the sequence follows the image (--input HxW), not --seq-len", c.name));
+  if (!vit && (o.input_h || o.input_w || o.channels || o.classes))
+    throw InputError(fmt::format("model '{}' is a language model: use --seq-len, not --input/--channels/--classes",
+                                 c.name));
+  const std::int64_t seq = o.seq_len ? o.seq_len : c.default_seq;
+  if (!vit && (seq < 1 || seq > MAX_SEQ_LEN))
+    throw InputError(fmt::format("model '{}': sequence length must be in 1..{}, got {}", c.name, MAX_SEQ_LEN, seq));
+  if (vit && (c.image < 1 || c.image > MAX_SEQ_LEN))
+    throw InputError(fmt::format("model '{}': image side must be in 1..{}, got {}", c.name, MAX_SEQ_LEN, c.image));
+  Shape input = vit ? Shape{o.batch, o.channels ? o.channels : c.channels, o.input_h ? o.input_h : c.image,
+                            o.input_w ? o.input_w : c.image}
+                    : Shape{o.batch, 1, seq, 1};
+  Model m(c.name, input);
+  Blocks b(m, c, o.flash_attention);
+  std::string x;
+  if (vit) {
+    SeqParams p;
+    p.hidden = c.hidden;
+    p.patch = c.patch;
+    x = b.row("patch_embed", "patch_embed", "data", p);
+    x = b.dropout("embed_drop", x, c.hidden_dropout);
+  } else {
+    SeqParams p;
+    p.vocab = c.vocab;
+    p.hidden = c.hidden;
+    p.positions = c.positions;
+    p.token_types = c.token_types;
+    x = b.row("embed", "embedding", "data", p);
+    if (c.family == TransformerFamily::BERT) x = b.norm("embed_norm", x);
+    x = b.dropout("embed_drop", x, c.hidden_dropout);
+  }
+  for (std::int64_t i = 0; i < c.layers; ++i) {
+    b.set_block(i);
+    const auto p = fmt::format("layers.{}", i);
+    x = c.family == TransformerFamily::BERT ? b.post_ln_block(p, x)
+                                            : b.pre_ln_block(p, x, c.family != TransformerFamily::VIT);
+  }
+  b.set_block(-1);
+  if (c.family != TransformerFamily::BERT) x = b.norm("final_norm", x);
+  if (vit) {
+    SeqParams p;
+    p.classes = o.classes ? o.classes : c.classes;
+    b.row("head", "cls_head", x, p);
+  } else if (c.family == TransformerFamily::BERT) {
+    // Masked-LM head (dense + GELU + LayerNorm, tied decoder with a bias) and the next-sentence head.
+    auto t = b.norm("mlm.norm", b.row("mlm.gelu", "gelu", b.linear("mlm.dense", x, c.hidden, true)));
+    SeqParams lm;
+    lm.vocab = c.vocab;
+    lm.tied = c.tied;
+    lm.head_bias = true;
+    b.row("mlm.head", "lm_head", t, lm);
+    SeqParams nsp;
+    nsp.classes = 2;
+    nsp.pooler = true;
+    b.row("nsp.head", "cls_head", x, nsp);
+  } else {
+    SeqParams lm;
+    lm.vocab = c.vocab;
+    lm.tied = c.tied;
+    b.row("lm_head", "lm_head", x, lm);
+  }
+  return m;
+}
+
+}  // namespace dtsim::models
