@@ -66,6 +66,8 @@ FALLBACK = {
     # follow the model (fit error ~49%, docs/calibration.md). A dict gives the sources per precision.
     "h100-sxm5": {"fp16-mixed": ["V100"]},
     "h100-pcie": {"fp32": ["H100"], "fp16-mixed": ["V100"]},
+    # H200: the H100's GH100 chip with HBM3e; the H100's sources at the H200's own peaks and bandwidth.
+    "h200-sxm": {"fp32": ["H100"], "fp16-mixed": ["V100"]},
 }
 # Leave-one-GPU-out: architectures in the order searched when the held-out GPU's own has no other GPU.
 ARCH_NEIGHBOURS = {"maxwell": ["pascal"], "pascal": ["maxwell", "volta"], "volta": ["pascal", "turing"],

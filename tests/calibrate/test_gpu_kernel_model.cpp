@@ -340,3 +340,13 @@ TEST_CASE("calibrate::Profile: the sources of a prediction's compute time are na
   CHECK(line.find("% kernel model of h100-sxm5 (its own timings), ") != std::string::npos);
   CHECK(line.find("% device model from op-class fallbacks") == line.size() - 38);
 }
+
+TEST_CASE("calibrate::GpuKernelModel: the H200 times convolutions from the H100's sources", "[calibrate]") {
+  const auto& km = calibrate::GpuKernelModel::builtin();
+  const auto* fp32 = km.coefficients_or_null("h200-sxm", calibrate::Precision::FP32);
+  const auto* fp16 = km.coefficients_or_null("h200-sxm", calibrate::Precision::FP16_MIXED);
+  REQUIRE(fp32 != nullptr);
+  REQUIRE(fp16 != nullptr);
+  CHECK(fp32->fitted_on == "h100-sxm5");
+  CHECK(fp16->fitted_on == "v100-sxm2-16gb");
+}
