@@ -1,10 +1,13 @@
 // GPU kernel model: time of a convolution or GEMM pass on a GPU (or on DeepBench's one CPU, the Xeon
-// Phi 7250) from per-device coefficients fitted to DeepBench's published kernel timings
-// (calibrate/fit/fit_gpu_kernels.py -> data/gpu_kernels.json).
-// Method, fitted numbers and cross-validation: docs/calibration.md ("GPU kernel model").
+// Phi 7250) from per-device coefficients fitted to DeepBench's published kernel timings, and of the
+// tensor kernels of transformer layers (GEMM by shape and precision, flash attention, memory-bound ops)
+// from timings on lent H100/H200 GPUs (calibrate/fit/fit_gpu_kernels.py -> data/gpu_kernels.json).
+// Method, fitted numbers and cross-validation: docs/calibration.md §4b and §4d.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include "calibrate/op_signature.hpp"
 #include "models/model.hpp"
@@ -33,6 +36,31 @@ struct KernelCoefficients {
   std::string fitted_on;                     // catalog name(s) of the DeepBench GPU(s) the fit comes from
 };
 
+// A GEMM C[m,n] = A[m,k] B[k,n]. Its training pass names the operand layout cuBLAS runs: forward
+// y = x w^T, backward-data dx = dy w, backward-weights dw = dy^T x (k = the tokens).
+struct GemmShape {
+  double m = 0, n = 0, k = 0;
+};
+// Scaled dot-product attention (flash backend): batch x heads query sequences of length seq over kv_heads
+// key/value heads (GQA when fewer), head_dim wide; causal masks the upper triangle.
+struct AttentionShape {
+  double batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
+  bool causal = false;
+};
+
+// A matrix precision a tensor kernel runs at, one row of a table: name ("fp32", "tf32", "fp16", "bf16",
+// "fp8"), bytes per element, and the devices.yaml peak it runs against.
+struct MathPrecision {
+  std::string_view name;
+  double element_bytes;
+  double platforms::Device::*peak_flops;
+  std::string_view peak_field;
+};
+// InputError naming the accepted names for any other.
+const MathPrecision& math_precision_by_name(std::string_view name);
+// The device's peak at `precision`; InputError naming the devices.yaml field when the device states none.
+double math_peak_flops(const platforms::Device& device, const MathPrecision& precision);
+
 class GpuKernelModel {
  public:
   // The shipped model: <data_dir>/calibrate/data/gpu_kernels.json (or $DTSIM_GPU_KERNELS), loaded once;
@@ -49,8 +77,27 @@ class GpuKernelModel {
   // Adds coefficients for a device (tests and fallbacks).
   void set(const std::string& device, Precision precision, KernelCoefficients coefficients);
 
+  // Tensor kernels (§4d), from the device's own fit or its fallback's, at the device's own peaks and
+  // bandwidth. InputError when the model has no fit of that kind for the device, or the device states no
+  // peak for the precision. Seconds of one call.
+  double gemm_s(const platforms::Device& device, std::string_view precision, const GemmShape& shape,
+                Pass pass) const;
+  // Forward, or backward (dq, dk, dv). Precisions measured: bf16, fp16.
+  double attention_s(const platforms::Device& device, std::string_view precision, const AttentionShape& shape,
+                     bool backward) const;
+  // A memory-bound op over `bytes` (the least it must move: each input read once, each output written
+  // once). Ops fitted: layer_norm, rms_norm_fused, rmsnorm_torch_ops, gelu_tanh, gelu_erf, silu_mul, softmax,
+  // dropout (fwd, bwd), residual_add (fwd); another op takes the median efficiency of the fitted ones.
+  double memory_op_s(const platforms::Device& device, std::string_view op, bool backward, double bytes) const;
+  // Where the tensor-kernel figures of `device` come from, per kind, for prediction headers, e.g.
+  // "gemm, attention, memory: measured on h200-sxm"; "" when the model has none.
+  std::string tensor_source(const std::string& device) const;
+
+  struct TensorFits;  // parsed "tensor" block (gpu_kernel_model.cpp)
+
  private:
   std::map<std::string, KernelCoefficients> by_key_;  // "device|precision"
+  std::shared_ptr<const TensorFits> tensor_;
 };
 
 // True for the layers the kernel model times: conv2d and fully_connected.

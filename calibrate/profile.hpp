@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "calibrate/gpu_kernel_model.hpp"
@@ -34,6 +35,11 @@ struct ComputeProfile {
   double update_s = 0;            // optimizer (SGD with momentum) step over all parameters
   double anchor_factor = 1.0;     // multiplier applied to every time to match a measured throughput
   double coverage = 0;            // fraction of forward+backward time that came from measured entries
+  // Where the forward+backward time came from: each source with its share of that time, largest first,
+  // e.g. {"kernel model of v100-sxm2-16gb (fallback for h100-sxm5)", 0.93}, {"device model from this
+  // host's measured entries", 0.07}. A kernel-model pass counts under the kernel model even when the host
+  // has a measured entry of its shape (coverage counts it as measured: the host entry set its class).
+  std::vector<std::pair<std::string, double>> sources;
   // Whose timings the host efficiencies came from: "onednn", or "libtorch" when asked for and the
   // database has a libtorch host (else "onednn", the fallback; coverage then counts oneDNN entries).
   std::string calibration_backend = "onednn";
@@ -69,5 +75,10 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
 
 // Scales every time of `profile` so that batch / step_compute_s() == samples_per_s; sets anchor_factor.
 void anchor_profile(ComputeProfile& profile, double samples_per_s);
+
+// One line naming each source of the profile's compute time with its share, for prediction headers:
+// "93% kernel model of v100-sxm2-16gb (fallback for h100-sxm5), 7% device model from this host's measured
+// entries".
+std::string describe_sources(const ComputeProfile& profile);
 
 }  // namespace dtsim::calibrate

@@ -20,10 +20,12 @@ struct Device {
   // GPUs only, optional: the fraction of FP32 peak that SGEMM can reach on the architecture (0 = not
   // stated: the device model's Pascal/Volta default applies).
   double sgemm_efficiency = 0;
-  // GPUs only, optional: dense tensor-core peaks (FLOP/s), FP16 inputs with FP32 accumulation, and
-  // TF32 (Ampere and later). 0 = no tensor cores for that type.
+  // GPUs only, optional: dense tensor-core peaks (FLOP/s), FP16 inputs with FP32 accumulation, TF32 and
+  // BF16 (Ampere and later), FP8 (Hopper and later). 0 = no tensor cores for that type.
   double fp16_tensor_flops = 0;
   double tf32_tensor_flops = 0;
+  double bf16_tensor_flops = 0;
+  double fp8_tensor_flops = 0;
   // CPU sockets only
   int cores = 0;
   double clock_hz = 0;       // sustained all-core AVX clock where known, else base

@@ -26,6 +26,7 @@ struct Coverage {
   std::string model, device;
   int batch = 0;
   double measured_share = 0;  // of forward+backward time, from calibration entries measured on this host
+  std::string sources;        // each source of that time with its share (calibrate::describe_sources)
 };
 
 struct ConfigSummary {

@@ -66,6 +66,8 @@ FALLBACK = {
     # follow the model (fit error ~49%, docs/calibration.md). A dict gives the sources per precision.
     "h100-sxm5": {"fp16-mixed": ["V100"]},
     "h100-pcie": {"fp32": ["H100"], "fp16-mixed": ["V100"]},
+    # H200: the H100's GH100 chip with HBM3e; the H100's sources at the H200's own peaks and bandwidth.
+    "h200-sxm": {"fp32": ["H100"], "fp16-mixed": ["V100"]},
 }
 # Leave-one-GPU-out: architectures in the order searched when the held-out GPU's own has no other GPU.
 ARCH_NEIGHBOURS = {"maxwell": ["pascal"], "pascal": ["maxwell", "volta"], "volta": ["pascal", "turing"],
@@ -240,6 +242,278 @@ def old_model_errors(samples, peak, bw):
     return out
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Tensor kernels (transformer GEMMs, flash attention, memory-bound ops): docs/calibration.md §4d.
+# GEMM:      t = launch_s + max(F / (peak[prec] * eff[pass] * fill), B / (BW * mem_eff)),
+#            fill = MN / (MN + half_fill) * K / (K + half_k), F = 2MNK, B = (MK + KN + MN) * bytes[prec]
+# attention: t = launch_s + F / (peak[prec] * eff[pass/mask] * d / (d + half_d) * rows / (rows + half_rows)),
+#            F = 4 b h s^2 d (half when causal; x2.5 backward), rows = b h s (query rows)
+# memory:    t = launch_s + bytes / (BW * eff[op/pass])
+# Sources: our timings on lent GPUs (calibrate/data/measured/*_transformer_*.csv, *_deepbench_gemm.csv)
+# and DeepBench's published GEMMs (V100: fp16_mixed, fp32).
+TENSOR_MEASURED = {  # catalog device -> file prefix in calibrate/data/measured
+    "h200-sxm": "h200",
+    "h100-sxm5": "h100",
+}
+# DeepBench-layout GEMM sheets per catalog device: (path, gpu column) -> precision map
+TENSOR_DEEPBENCH = {
+    "h200-sxm": [(os.path.join(MEASURED, "h200_deepbench_gemm.csv"), "H200")],
+    "h100-sxm5": [(os.path.join(MEASURED, "h100_deepbench_gemm.csv"), "H100")],
+    "v100-sxm2-16gb": [(os.path.join(DEEPBENCH, "gemm.csv"), "V100")],
+}
+TENSOR_PRECISION_OF_DEEPBENCH = {"fp32": "fp32", "fp16_mixed": "fp16"}
+TENSOR_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+TENSOR_PEAK_FIELD = {"fp32": "peak_flops", "tf32": "tf32_tensor_flops", "fp16": "fp16_tensor_flops",
+                     "bf16": "bf16_tensor_flops", "fp8": "fp8_tensor_flops"}
+PASS_OF_LAYOUT = {("N", "T"): "fwd", ("N", "N"): "bwd_data", ("T", "N"): "bwd_weights", ("T", "T"): "bwd_weights"}
+# Catalog GPUs without tensor-kernel timings -> the fitted device whose coefficients they use (fractions of
+# the target's own peaks and bandwidth). Ampere A100 <- H100: the newest cuBLAS / flash-attention kernels
+# and the nearest architecture with timings of every precision; the V100 GEMMs of DeepBench predicted from
+# the H100 fit are the cross-architecture check (cross_validation.cross_architecture).
+TENSOR_FALLBACK = {
+    "h100-pcie": {"gemm": "h100-sxm5", "attention": "h100-sxm5", "memory": "h100-sxm5"},
+    "a100-sxm4-40gb": {"gemm": "h100-sxm5", "attention": "h100-sxm5", "memory": "h100-sxm5"},
+    "a100-sxm4-80gb": {"gemm": "h100-sxm5", "attention": "h100-sxm5", "memory": "h100-sxm5"},
+    # V100: DeepBench's GEMMs; its memory-bound ops as a fraction of its bandwidth from the H100; no
+    # attention (PyTorch's flash attention needs Ampere or later).
+    "v100-sxm2-16gb": {"memory": "h100-sxm5"},
+    "v100-sxm2-32gb": {"gemm": "v100-sxm2-16gb", "memory": "h100-sxm5"},
+    "v100-pcie-16gb": {"gemm": "v100-sxm2-16gb", "memory": "h100-sxm5"},
+}
+TENSOR_SOURCE = {"h200-sxm": "timed on a lent H200 (calibrate/data/measured/h200_*)",
+                 "h100-sxm5": "timed on a lent H100 (calibrate/data/measured/h100_*)",
+                 "v100-sxm2-16gb": "DeepBench's published V100 GEMMs"}
+
+
+def figure(v):
+    return float(v["value"] if isinstance(v, dict) else v)
+
+
+def tensor_peak(device, prec):
+    v = device.get(TENSOR_PEAK_FIELD[prec])
+    return figure(v) if v else None
+
+
+# A timed row whose median exceeds its fastest repeat by more than this was disturbed (host gaps inside the
+# timed calls, or another process): its repeats disagree, so the fit leaves it out (3 of ~10,000 H100 rows).
+MAX_MEDIAN_OVER_MIN = 1.5
+DISTURBED = []
+
+
+def steady(r):
+    """False (and recorded) for a row of our timings whose repeats disagree (MAX_MEDIAN_OVER_MIN)."""
+    if "min_ms" in r and float(r["min_ms"]) > 0 and float(r["time_ms"]) / float(r["min_ms"]) > MAX_MEDIAN_OVER_MIN:
+        DISTURBED.append(r)
+        return False
+    return True
+
+
+def load_tensor_gemms(dev):
+    """{precision: [(pass, shape key, M, N, K, t)]} of one catalog device."""
+    out = {}
+    if dev in TENSOR_MEASURED:
+        with open(os.path.join(MEASURED, f"{TENSOR_MEASURED[dev]}_transformer_gemm.csv")) as f:
+            for r in csv.DictReader(f):
+                if not steady(r):
+                    continue
+                m, n, k = int(r["M"]), int(r["N"]), int(r["K"])
+                out.setdefault(r["precision"], []).append(
+                    (r["pass"], f"{m},{n},{k},{r['a_transpose']}{r['b_transpose']}", m, n, k, float(r["time_ms"]) * 1e-3))
+    for path, gpu in TENSOR_DEEPBENCH.get(dev, []):
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if r["gpu"] != gpu or r["precision"] not in TENSOR_PRECISION_OF_DEEPBENCH or not steady(r):
+                    continue
+                m, n, k = int(r["M"]), int(r["N"]), int(r["K"])
+                t = float(r["time_ms"]) * 1e-3
+                if t > 0:
+                    out.setdefault(TENSOR_PRECISION_OF_DEEPBENCH[r["precision"]], []).append(
+                        (PASS_OF_LAYOUT[(r["a_transpose"], r["b_transpose"])],
+                         f"db:{m},{n},{k},{r['a_transpose']}{r['b_transpose']}", m, n, k, t))
+    return out
+
+
+def predict_gemm(p, peak, bw, bpe, s):
+    cls, _, m, n, k, _ = s
+    fill = m * n / (m * n + p["half_fill"]) * k / (k + p["half_k"])
+    return p["launch_s"] + max(2.0 * m * n * k / (peak * p["eff"].get(cls, p["eff_default"]) * fill),
+                               (m * k + k * n + m * n) * bpe / (bw * p["mem_eff"]))
+
+
+def attention_flops(pas, causal, b, h, s, d):
+    f = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+    return f * (2.5 if pas == "bwd" else 1.0)
+
+
+def predict_attention(p, peak, s):
+    cls, _, b, h, seq, d, flops, _ = s
+    rows = b * h * seq
+    return p["launch_s"] + flops / (peak * p["eff"].get(cls, p["eff_default"]) * d / (d + p["half_d"])
+                                    * rows / (rows + p["half_rows"]))
+
+
+def predict_memory(p, bw, s):
+    cls, _, nbytes, _ = s
+    return p["launch_s"] + nbytes / (bw * p["eff"].get(cls, p["eff_default"]))
+
+
+def coordinate_fit(params, scalars, samples, predict, sweeps):
+    """Squared-log-error fit: `scalars` [(name, lo, hi)] over all samples, then eff[class] over its own."""
+    def lossf(sub):
+        return sum((math.log(predict(params, s)) - math.log(s[-1])) ** 2 for s in sub)
+    for _ in range(sweeps):
+        for name, lo, hi in scalars:
+            def set_scalar(x, name=name):
+                params[name] = x
+                return lossf(samples)
+            params[name] = golden(set_scalar, lo, hi, iters=30)
+        for cls in sorted(params["eff"]):
+            sub = [s for s in samples if s[0] == cls]
+
+            def set_eff(x, cls=cls, sub=sub):
+                params["eff"][cls] = x
+                return lossf(sub)
+            params["eff"][cls] = golden(set_eff, MIN_EFF, 2.0, iters=30)
+    effs = sorted(params["eff"].values())
+    params["eff_default"] = effs[len(effs) // 2]
+    return params
+
+
+def fit_gemm(samples, peak, bw, bpe, sweeps=4):
+    p = {"launch_s": 5e-6, "mem_eff": 0.8, "half_fill": 1e5, "half_k": 100.0, "eff_default": 0.7,
+         "eff": {c: 0.7 for c in {s[0] for s in samples}}}
+    return coordinate_fit(p, [("launch_s", MIN_LAUNCH_S, 1e-4), ("mem_eff", 0.05, 1.2), ("half_fill", 1.0, 1e8),
+                              ("half_k", 1.0, 1e5)], samples, lambda q, s: predict_gemm(q, peak, bw, bpe, s), sweeps)
+
+
+def fit_attention(samples, peak, sweeps=4):
+    p = {"launch_s": 5e-6, "half_d": 30.0, "half_rows": 1e4, "eff_default": 0.5,
+         "eff": {c: 0.5 for c in {s[0] for s in samples}}}
+    return coordinate_fit(p, [("launch_s", MIN_LAUNCH_S, 1e-4), ("half_d", 1e-3, 1e4), ("half_rows", 1.0, 1e8)],
+                          samples, lambda q, s: predict_attention(q, peak, s), sweeps)
+
+
+def fit_memory(samples, bw, sweeps=4):
+    p = {"launch_s": 5e-6, "eff_default": 0.7, "eff": {c: 0.7 for c in {s[0] for s in samples}}}
+    return coordinate_fit(p, [("launch_s", MIN_LAUNCH_S, 1e-4)], samples, lambda q, s: predict_memory(q, bw, s), sweeps)
+
+
+def pct_errors(predict, p, samples):
+    return [abs(predict(p, s) / s[-1] - 1) * 100 for s in samples]
+
+
+def held_out(fitter, predict, samples):
+    """5 folds over distinct shapes (a shape's passes stay together): errors of the held-out shapes."""
+    keys = sorted({s[1] for s in samples})
+    fold_of = {k: i % 5 for i, k in enumerate(keys)}
+    errs = []
+    for fold in range(5):
+        train = [s for s in samples if fold_of[s[1]] != fold]
+        test = [s for s in samples if fold_of[s[1]] == fold]
+        errs += pct_errors(predict, fitter(train), test)
+    return errs
+
+
+def rounded_tensor(p):
+    out = {k: float(f"{v:.4g}") for k, v in p.items() if k not in ("eff",)}
+    out["eff"] = {c: round(v, 4) for c, v in sorted(p["eff"].items())}
+    return out
+
+
+def fit_tensor(catalog):
+    """The "tensor" block of gpu_kernels.json, with its cross-validation."""
+    devices, cv, fits = {}, {"shapes_held_out": {}, "leave_one_gpu_out": {}, "cross_architecture": {}}, {}
+    gemm_data = {}
+    for dev in sorted(set(TENSOR_MEASURED) | set(TENSOR_DEEPBENCH)):
+        d = catalog[dev]
+        bw = figure(d["mem_bandwidth_Bps"])
+        entry = {"gemm": {}}
+        gemm_data[dev] = load_tensor_gemms(dev)
+        for prec, samples in sorted(gemm_data[dev].items()):
+            peak, bpe = tensor_peak(d, prec), TENSOR_BYTES[prec]
+            p = fit_gemm(samples, peak, bw, bpe)
+            fits[(dev, "gemm", prec)] = p
+            entry["gemm"][prec] = rounded_tensor(p)
+            pred = lambda q, s, peak=peak, bw=bw, bpe=bpe: predict_gemm(q, peak, bw, bpe, s)  # noqa: E731
+            cv["shapes_held_out"][f"{dev}/gemm/{prec}"] = {
+                "fit": summary(pct_errors(pred, p, samples)),
+                "held_out": summary(held_out(lambda tr, peak=peak, bw=bw, bpe=bpe: fit_gemm(tr, peak, bw, bpe, 3),
+                                             pred, samples))}
+            print(f"tensor {dev:15} gemm {prec:5} n={len(samples):4}  fit {cv['shapes_held_out'][f'{dev}/gemm/{prec}']['fit']['mean_abs_pct']:5.1f}%"
+                  f"  shapes held out {cv['shapes_held_out'][f'{dev}/gemm/{prec}']['held_out']['mean_abs_pct']:5.1f}%", flush=True)
+        if dev in TENSOR_MEASURED:
+            prefix = os.path.join(MEASURED, TENSOR_MEASURED[dev])
+            att = {}
+            with open(f"{prefix}_transformer_attention.csv") as f:
+                for r in csv.DictReader(f):
+                    if not steady(r):
+                        continue
+                    b, h, seq, hd, causal = (int(r[k]) for k in ("batch", "heads", "seq", "head_dim", "causal"))
+                    mask = "causal" if causal else "full"
+                    att.setdefault(r["precision"], []).append(
+                        (f"{r['pass']}/{mask}", f"{b},{h},{r['kv_heads']},{seq},{hd},{mask}", b, h, seq, hd,
+                         attention_flops(r["pass"], causal, b, h, seq, hd), float(r["time_ms"]) * 1e-3))
+            entry["attention"] = {}
+            for prec, samples in sorted(att.items()):
+                peak = tensor_peak(d, prec)
+                p = fit_attention(samples, peak)
+                fits[(dev, "attention", prec)] = p
+                entry["attention"][prec] = rounded_tensor(p)
+                pred = lambda q, s, peak=peak: predict_attention(q, peak, s)  # noqa: E731
+                key = f"{dev}/attention/{prec}"
+                cv["shapes_held_out"][key] = {"fit": summary(pct_errors(pred, p, samples)),
+                                              "held_out": summary(held_out(lambda tr, peak=peak: fit_attention(tr, peak, 3), pred, samples))}
+                print(f"tensor {dev:15} attention {prec:5} n={len(samples):4}  fit {cv['shapes_held_out'][key]['fit']['mean_abs_pct']:5.1f}%"
+                      f"  shapes held out {cv['shapes_held_out'][key]['held_out']['mean_abs_pct']:5.1f}%", flush=True)
+            mem = []
+            with open(f"{prefix}_transformer_memops.csv") as f:
+                for r in csv.DictReader(f):
+                    if not steady(r):
+                        continue
+                    mem.append((f"{r['op']}/{r['pass']}", f"{r['op']},{r['rows']},{r['cols']}", float(r["bytes"]),
+                                float(r["time_ms"]) * 1e-3))
+            p = fit_memory(mem, bw)
+            fits[(dev, "memory", "bf16")] = p
+            entry["memory"] = rounded_tensor(p)
+            pred = lambda q, s, bw=bw: predict_memory(q, bw, s)  # noqa: E731
+            key = f"{dev}/memory"
+            cv["shapes_held_out"][key] = {"fit": summary(pct_errors(pred, p, mem)),
+                                          "held_out": summary(held_out(lambda tr, bw=bw: fit_memory(tr, bw, 3), pred, mem))}
+            print(f"tensor {dev:15} memory     n={len(mem):4}  fit {cv['shapes_held_out'][key]['fit']['mean_abs_pct']:5.1f}%"
+                  f"  shapes held out {cv['shapes_held_out'][key]['held_out']['mean_abs_pct']:5.1f}%", flush=True)
+        entry["source"] = TENSOR_SOURCE[dev]
+        devices[dev] = entry
+    # Leave one GPU out: each of H100 / H200 predicted from the other's fit, at its own peaks and bandwidth.
+    for dev, other in (("h100-sxm5", "h200-sxm"), ("h200-sxm", "h100-sxm5")):
+        d = catalog[dev]
+        bw = figure(d["mem_bandwidth_Bps"])
+        for prec, samples in sorted(gemm_data[dev].items()):
+            if (other, "gemm", prec) in fits:
+                peak, bpe = tensor_peak(d, prec), TENSOR_BYTES[prec]
+                e = summary(pct_errors(lambda q, s: predict_gemm(q, peak, bw, bpe, s), fits[(other, "gemm", prec)], samples))
+                cv["leave_one_gpu_out"][f"{dev}/gemm/{prec}"] = dict(e, from_=other)
+    # Cross-architecture: V100 (DeepBench) from the H100 fit, and H100 from the V100 fit.
+    for dev, other in (("v100-sxm2-16gb", "h100-sxm5"), ("h100-sxm5", "v100-sxm2-16gb")):
+        d = catalog[dev]
+        bw = figure(d["mem_bandwidth_Bps"])
+        for prec, samples in sorted(gemm_data[dev].items()):
+            if (other, "gemm", prec) in fits:
+                peak, bpe = tensor_peak(d, prec), TENSOR_BYTES[prec]
+                e = summary(pct_errors(lambda q, s: predict_gemm(q, peak, bw, bpe, s), fits[(other, "gemm", prec)], samples))
+                cv["cross_architecture"][f"{dev}/gemm/{prec}"] = dict(e, from_=other)
+    for r in DISTURBED:
+        print(f"tensor: left out a disturbed row (median {r['time_ms']} ms, min {r['min_ms']} ms): "
+              + ",".join(v for k, v in r.items() if k not in ("time_ms", "min_ms", "max_ms")))
+    cv["left_out_disturbed_rows"] = len(DISTURBED)
+    for kind in ("leave_one_gpu_out", "cross_architecture"):
+        for k, v in cv[kind].items():
+            print(f"tensor {kind:18} {k:28} from {v['from_']:15} mean {v['mean_abs_pct']:5.1f}% (median {v['median_abs_pct']:4.1f}%) n={v['n']}")
+    return {"about": "tensor kernels (docs/calibration.md §4d): GEMM t = launch_s + max(F / (peak * eff[pass] * fill), "
+                     "B / (BW * mem_eff)), fill = MN/(MN+half_fill) * K/(K+half_k); attention t = launch_s + F / (peak * "
+                     "eff[pass/mask] * d/(d+half_d) * rows/(rows+half_rows)); memory t = launch_s + bytes / (BW * eff[op/pass])",
+            "devices": devices, "fallback": dict(sorted(TENSOR_FALLBACK.items())), "cross_validation": cv}
+
+
 def main():
     catalog = {d["name"]: d for d in yaml.safe_load(open(DEVICES))["devices"]}
     data = load_samples()
@@ -302,6 +576,7 @@ def main():
         "fallback": {},
         "cross_validation": {"leave_one_gpu_out": cv_logo, "shapes_held_out": cv_shapes,
                              "old_roofline_model_fp32": old},
+        "tensor": fit_tensor(catalog),
     }
     for target, srcs in FALLBACK.items():
         by_prec = srcs if isinstance(srcs, dict) else {pr: srcs for pr in PRECISIONS.values()}

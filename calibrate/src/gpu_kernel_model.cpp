@@ -4,10 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "common/errors.hpp"
@@ -94,6 +98,160 @@ std::string conv_family(const models::LayerParams& p) {
   return "other";
 }
 
+// ---- tensor kernels (§4d) ----
+
+constexpr std::array MATH_PRECISIONS = {
+    MathPrecision{"fp32", 4.0, &platforms::Device::peak_flops, "peak_flops"},
+    MathPrecision{"tf32", 4.0, &platforms::Device::tf32_tensor_flops, "tf32_tensor_flops"},
+    MathPrecision{"fp16", 2.0, &platforms::Device::fp16_tensor_flops, "fp16_tensor_flops"},
+    MathPrecision{"bf16", 2.0, &platforms::Device::bf16_tensor_flops, "bf16_tensor_flops"},
+    MathPrecision{"fp8", 1.0, &platforms::Device::fp8_tensor_flops, "fp8_tensor_flops"},
+};
+
+struct GemmFit {
+  double launch_s = 0, mem_eff = 0, half_fill = 0, half_k = 0, eff_default = 0;
+  std::map<std::string, double> eff;  // by pass
+};
+struct AttentionFit {
+  double launch_s = 0, half_d = 0, half_rows = 0, eff_default = 0;
+  std::map<std::string, double> eff;  // "fwd/causal", "bwd/full", ...
+};
+struct MemoryFit {
+  double launch_s = 0, eff_default = 0;
+  std::map<std::string, double> eff;  // "layer_norm/fwd", ...
+};
+struct TensorDevice {
+  std::map<std::string, GemmFit> gemm;            // by precision
+  std::map<std::string, AttentionFit> attention;  // by precision
+  std::optional<MemoryFit> memory;
+  std::string source;
+};
+
+constexpr std::array TENSOR_KINDS = {"gemm", "attention", "memory"};
+
+}  // namespace
+
+struct GpuKernelModel::TensorFits {
+  std::map<std::string, TensorDevice> devices;
+  std::map<std::string, std::map<std::string, std::string>> fallback;  // target -> kind -> fitted device
+  std::string path;
+};
+
+namespace {
+
+double non_negative(const nlohmann::json& j, const char* field, const std::string& path, const std::string& where) {
+  if (!j.contains(field) || !j.at(field).is_number() || !(j.at(field).get<double>() >= 0))
+    throw InputError(fmt::format("{}: {}: field '{}' must be a number >= 0", path, where, field));
+  return j.at(field).get<double>();
+}
+
+template <class Fit, class Read>
+std::map<std::string, Fit> read_by_precision(const nlohmann::json& entry, const char* kind, const std::string& path,
+                                             const std::string& device, Read read) {
+  std::map<std::string, Fit> out;
+  if (!entry.contains(kind)) return out;
+  if (!entry.at(kind).is_object())
+    throw InputError(fmt::format("{}: tensor device '{}': field '{}' must be a map of precision to fit", path, device, kind));
+  for (const auto& [prec, j] : entry.at(kind).items()) {
+    try {
+      math_precision_by_name(prec);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: tensor device '{}' {}: {}", path, device, kind, e.what()));
+    }
+    if (!j.is_object())
+      throw InputError(fmt::format("{}: tensor device '{}' {} {}: must be a map", path, device, kind, prec));
+    out[prec] = read(j, fmt::format("tensor device '{}' {} {}", device, kind, prec));
+  }
+  return out;
+}
+
+std::shared_ptr<const GpuKernelModel::TensorFits> read_tensor(const nlohmann::json& t, const std::string& path) {
+  auto fits = std::make_shared<GpuKernelModel::TensorFits>();
+  fits->path = path;
+  if (!t.is_object() || !t.contains("devices") || !t.at("devices").is_object())
+    throw InputError(fmt::format("{}: field 'tensor.devices' must be a map of device name to fit", path));
+  for (const auto& [device, e] : t.at("devices").items()) {
+    if (!e.is_object()) throw InputError(fmt::format("{}: tensor device '{}' must be a map", path, device));
+    TensorDevice d;
+    d.gemm = read_by_precision<GemmFit>(e, "gemm", path, device, [&](const nlohmann::json& j, const std::string& w) {
+      return GemmFit{non_negative(j, "launch_s", path, w), positive(j, "mem_eff", path, w),
+                     non_negative(j, "half_fill", path, w), non_negative(j, "half_k", path, w),
+                     positive(j, "eff_default", path, w), positive_map(j, "eff", path, w)};
+    });
+    d.attention = read_by_precision<AttentionFit>(e, "attention", path, device,
+                                                  [&](const nlohmann::json& j, const std::string& w) {
+      return AttentionFit{non_negative(j, "launch_s", path, w), non_negative(j, "half_d", path, w),
+                          non_negative(j, "half_rows", path, w), positive(j, "eff_default", path, w),
+                          positive_map(j, "eff", path, w)};
+    });
+    if (e.contains("memory")) {
+      const std::string w = fmt::format("tensor device '{}' memory", device);
+      const auto& j = e.at("memory");
+      if (!j.is_object()) throw InputError(fmt::format("{}: {}: must be a map", path, w));
+      d.memory = MemoryFit{non_negative(j, "launch_s", path, w), positive(j, "eff_default", path, w),
+                           positive_map(j, "eff", path, w)};
+    }
+    if (e.contains("source") && e.at("source").is_string()) d.source = e.at("source").get<std::string>();
+    fits->devices[device] = std::move(d);
+  }
+  if (t.contains("fallback")) {
+    if (!t.at("fallback").is_object())
+      throw InputError(fmt::format("{}: field 'tensor.fallback' must be a map of device to {{kind: device}}", path));
+    for (const auto& [target, kinds] : t.at("fallback").items()) {
+      if (!kinds.is_object())
+        throw InputError(fmt::format("{}: tensor fallback '{}' must be a map of kind to device", path, target));
+      for (const auto& [kind, src] : kinds.items()) {
+        if (std::find(TENSOR_KINDS.begin(), TENSOR_KINDS.end(), kind) == TENSOR_KINDS.end())
+          throw InputError(fmt::format("{}: tensor fallback '{}': unknown kind '{}' (expected gemm, attention or memory)",
+                                       path, target, kind));
+        if (!src.is_string() || !fits->devices.count(src.get<std::string>()))
+          throw InputError(fmt::format("{}: tensor fallback '{}' {}: must name a device of tensor.devices", path,
+                                       target, kind));
+        fits->fallback[target][kind] = src.get<std::string>();
+      }
+    }
+  }
+  return fits;
+}
+
+// The fitted device whose `kind` fit times `device`: its own, else its fallback's; "" when none.
+std::string tensor_source_device(const GpuKernelModel::TensorFits* fits, const std::string& device,
+                                 std::string_view kind) {
+  if (!fits) return "";
+  auto has = [&](const std::string& d) {
+    auto it = fits->devices.find(d);
+    if (it == fits->devices.end()) return false;
+    if (kind == "gemm") return !it->second.gemm.empty();
+    if (kind == "attention") return !it->second.attention.empty();
+    return it->second.memory.has_value();
+  };
+  if (has(device)) return device;
+  if (auto f = fits->fallback.find(device); f != fits->fallback.end())
+    if (auto k = f->second.find(std::string(kind)); k != f->second.end() && has(k->second)) return k->second;
+  return "";
+}
+
+const TensorDevice& tensor_fit(const GpuKernelModel::TensorFits* fits, const platforms::Device& device,
+                               std::string_view kind) {
+  const std::string src = tensor_source_device(fits, device.name, kind);
+  if (src.empty())
+    throw InputError(fmt::format("device '{}': the GPU kernel model has no {} fit for it (tensor kernels are timed for "
+                                 "h100-sxm5 and h200-sxm, GEMMs also for V100; others use those as fallbacks, "
+                                 "docs/calibration.md §4d)",
+                                 device.name, kind));
+  return fits->devices.at(src);
+}
+
+void check_bandwidth(const platforms::Device& device) {
+  if (!(device.mem_bandwidth_Bps > 0))
+    throw InputError(fmt::format("device '{}': mem_bandwidth_Bps must be > 0 for the kernel model", device.name));
+}
+
+double checked_size(double v, const char* what) {
+  if (!std::isfinite(v) || v < 0) throw InputError(fmt::format("tensor kernel: {} must be a finite number >= 0, got {}", what, v));
+  return v;
+}
+
 }  // namespace
 
 std::string_view to_string(Precision precision) {
@@ -134,6 +292,7 @@ GpuKernelModel GpuKernelModel::load(const std::string& path) {
     throw InputError(fmt::format("{}: field 'devices' must be a map of device name to fit", path));
   GpuKernelModel model;
   for (const auto& [device, entry] : j.at("devices").items()) read_precisions(model, entry, device, device, path);
+  if (j.contains("tensor")) model.tensor_ = read_tensor(j.at("tensor"), path);
   if (j.contains("fallback")) {
     if (!j.at("fallback").is_object()) throw InputError(fmt::format("{}: field 'fallback' must be a map", path));
     for (const auto& [device, entry] : j.at("fallback").items()) {
@@ -206,6 +365,95 @@ double kernel_pass_s(const KernelCoefficients& k, const models::Layer& layer, Pa
   const double bytes = work.bytes * element_bytes(precision) / FP32_BYTES;
   return k.launch_s +
          std::max(work.flops / (share * peak * eff * fill), bytes / (share * device.mem_bandwidth_Bps * k.mem_eff));
+}
+
+const MathPrecision& math_precision_by_name(std::string_view name) {
+  for (const auto& p : MATH_PRECISIONS)
+    if (p.name == name) return p;
+  throw InputError(fmt::format("unknown matrix precision '{}' (expected fp32, tf32, fp16, bf16 or fp8)", name));
+}
+
+double math_peak_flops(const platforms::Device& device, const MathPrecision& precision) {
+  const double peak = device.*precision.peak_flops;
+  if (!(peak > 0))
+    throw InputError(fmt::format("device '{}' states no {} peak ({} in devices.yaml): it has no {} matrix units",
+                                 device.name, precision.name, precision.peak_field, precision.name));
+  return peak;
+}
+
+double GpuKernelModel::gemm_s(const platforms::Device& device, std::string_view precision, const GemmShape& shape,
+                              Pass pass) const {
+  const MathPrecision& p = math_precision_by_name(precision);
+  const double m = checked_size(shape.m, "GEMM m"), n = checked_size(shape.n, "GEMM n"), k = checked_size(shape.k, "GEMM k");
+  const TensorDevice& d = tensor_fit(tensor_.get(), device, "gemm");
+  auto it = d.gemm.find(std::string(precision));
+  if (it == d.gemm.end())
+    throw InputError(fmt::format("device '{}': the GPU kernel model has no {} GEMM fit for it", device.name, precision));
+  const double peak = math_peak_flops(device, p);
+  check_bandwidth(device);
+  if (m == 0 || n == 0 || k == 0) return 0;
+  const GemmFit& g = it->second;
+  double eff = g.eff_default;
+  if (auto e = g.eff.find(std::string(to_string(pass))); e != g.eff.end()) eff = e->second;
+  const double fill = m * n / (m * n + g.half_fill) * k / (k + g.half_k);
+  const double bytes = (m * k + k * n + m * n) * p.element_bytes;
+  return g.launch_s + std::max(2.0 * m * n * k / (peak * eff * fill), bytes / (device.mem_bandwidth_Bps * g.mem_eff));
+}
+
+double GpuKernelModel::attention_s(const platforms::Device& device, std::string_view precision,
+                                   const AttentionShape& shape, bool backward) const {
+  const MathPrecision& p = math_precision_by_name(precision);
+  const double b = checked_size(shape.batch, "attention batch"), h = checked_size(shape.heads, "attention heads");
+  const double kv = checked_size(shape.kv_heads, "attention kv_heads"), s = checked_size(shape.seq, "attention seq");
+  const double hd = checked_size(shape.head_dim, "attention head_dim");
+  if (kv > h || (kv > 0 && std::fmod(h, kv) != 0))
+    throw InputError(fmt::format("attention: kv_heads {} must divide heads {}", kv, h));
+  const TensorDevice& d = tensor_fit(tensor_.get(), device, "attention");
+  auto it = d.attention.find(std::string(precision));
+  if (it == d.attention.end())
+    throw InputError(fmt::format("device '{}': the GPU kernel model has no {} attention fit (flash attention was "
+                                 "timed in bf16 and fp16)",
+                                 device.name, precision));
+  const double peak = math_peak_flops(device, p);
+  if (b == 0 || h == 0 || s == 0 || hd == 0) return 0;
+  const AttentionFit& a = it->second;
+  const std::string cls = std::string(backward ? "bwd" : "fwd") + (shape.causal ? "/causal" : "/full");
+  double eff = a.eff_default;
+  if (auto e = a.eff.find(cls); e != a.eff.end()) eff = e->second;
+  // 2 GEMMs of 2·s·s·d per query head forward (QK^T, PV); backward recomputes QK^T and runs 4 more: 2.5x.
+  const double flops = 4.0 * b * h * s * s * hd * (shape.causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
+  const double rows = b * h * s;
+  return a.launch_s + flops / (peak * eff * hd / (hd + a.half_d) * rows / (rows + a.half_rows));
+}
+
+double GpuKernelModel::memory_op_s(const platforms::Device& device, std::string_view op, bool backward,
+                                   double bytes) const {
+  checked_size(bytes, "memory op bytes");
+  const TensorDevice& d = tensor_fit(tensor_.get(), device, "memory");
+  check_bandwidth(device);
+  if (bytes == 0) return 0;
+  const MemoryFit& m = *d.memory;
+  double eff = m.eff_default;
+  if (auto e = m.eff.find(fmt::format("{}/{}", op, backward ? "bwd" : "fwd")); e != m.eff.end()) eff = e->second;
+  return m.launch_s + bytes / (device.mem_bandwidth_Bps * eff);
+}
+
+std::string GpuKernelModel::tensor_source(const std::string& device) const {
+  // kinds grouped by their source: "gemm, attention, memory: timed on a lent H200 (...)"
+  std::vector<std::pair<std::string, std::string>> groups;  // source text -> kinds
+  for (const char* kind : TENSOR_KINDS) {
+    const std::string src = tensor_source_device(tensor_.get(), device, kind);
+    if (src.empty()) continue;
+    const auto& d = tensor_->devices.at(src);
+    const std::string text = src == device ? fmt::format("{} fit, {}", src, d.source)
+                                           : fmt::format("fallback to the {} fit ({}), at {}'s peaks", src, d.source, device);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == text; });
+    if (g == groups.end()) groups.emplace_back(text, kind);
+    else g->second += std::string(", ") + kind;
+  }
+  std::string out;
+  for (const auto& [text, kinds] : groups) out += (out.empty() ? "" : "; ") + kinds + ": " + text;
+  return out;
 }
 
 }  // namespace dtsim::calibrate

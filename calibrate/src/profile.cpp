@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -184,6 +185,12 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   profile.same_machine = same.has_value();
 
   double measured_s = 0, total_s = 0;
+  std::map<std::string, double> by_source;  // seconds of forward+backward per source (ComputeProfile::sources)
+  const std::string kernel_source =
+      !kernels ? ""
+      : kernels->fitted_on == device.name
+          ? fmt::format("kernel model of {} (its own timings)", device.name)
+          : fmt::format("kernel model of {} (fallback for {})", kernels->fitted_on, device.name);
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) {
     if (layer.op == models::OpKind::INPUT) continue;
@@ -199,6 +206,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     for (Pass pass : passes) {
       double s = 0;
       bool measured = true;
+      std::string source = "measured on this machine";
       if (const PassEntry* exact = as_measured(signature, std::string(to_string(pass)))) {
         s = exact->time_s;
       } else {
@@ -206,12 +214,16 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
         const HostEff he = host_eff_for(*cached, signature, pass, op_class, model.batch());
         const bool host_bound = compute_bound_on_host(cached->host, work, op_class);
         work.bytes *= byte_scale;
-        s = kernels && kernel_model_applies(layer.op)
-                ? kernel_pass_s(*kernels, layer, pass, device, options.precision,
-                                kernel_share(device, placement.threads, placement.cpu_sockets))
-                : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
+        const bool by_kernel_model = kernels && kernel_model_applies(layer.op);
+        s = by_kernel_model ? kernel_pass_s(*kernels, layer, pass, device, options.precision,
+                                            kernel_share(device, placement.threads, placement.cpu_sockets))
+                            : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
         measured = he.measured;
+        source = by_kernel_model ? kernel_source
+                 : he.measured   ? "device model from this host's measured entries"
+                                 : "device model from op-class fallbacks";
       }
+      by_source[source] += s;
       (pass == Pass::FWD ? t.fwd_s : pass == Pass::BWD_DATA ? t.bwd_data_s : t.bwd_weights_s) = s;
       total_s += s;
       if (measured) measured_s += s;
@@ -232,6 +244,10 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     }
   }
   profile.coverage = total_s > 0 ? measured_s / total_s : 0;
+  for (const auto& [source, seconds] : by_source)
+    if (total_s > 0 && seconds > 0) profile.sources.emplace_back(source, seconds / total_s);
+  std::stable_sort(profile.sources.begin(), profile.sources.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   if (options.anchor_samples_per_s) anchor_profile(profile, *options.anchor_samples_per_s);
   return profile;
 }
@@ -249,6 +265,13 @@ void anchor_profile(ComputeProfile& profile, double samples_per_s) {
   }
   profile.update_s *= factor;
   profile.anchor_factor *= factor;
+}
+
+std::string describe_sources(const ComputeProfile& profile) {
+  std::string out;
+  for (const auto& [source, share] : profile.sources)
+    out += fmt::format("{}{:.0f}% {}", out.empty() ? "" : ", ", 100 * share, source);
+  return out;
 }
 
 }  // namespace dtsim::calibrate

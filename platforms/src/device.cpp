@@ -136,7 +136,8 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   yaml::check_keys(entry,
                    {"name", "kind", "description", "peak_flops", "mem_bandwidth_Bps", "mem_capacity_B", "cores",
                     "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "source", "assumptions",
-                    "resolve", "aliases", "sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops", "socket_link_Bps",
+                    "resolve", "aliases", "sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops", "bf16_tensor_flops",
+                    "fp8_tensor_flops", "socket_link_Bps",
                     "microarchitecture"},
                    origin, "device");
   Device d;
@@ -179,9 +180,12 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
                  fmt::format("field 'sgemm_efficiency' is a fraction of peak in (0, 1], got {}", d.sgemm_efficiency));
     d.fp16_tensor_flops = read_figure(entry, "fp16_tensor_flops", origin, context, d, false, 0);
     d.tf32_tensor_flops = read_figure(entry, "tf32_tensor_flops", origin, context, d, false, 0);
+    d.bf16_tensor_flops = read_figure(entry, "bf16_tensor_flops", origin, context, d, false, 0);
+    d.fp8_tensor_flops = read_figure(entry, "fp8_tensor_flops", origin, context, d, false, 0);
     return d;
   }
-  for (const char* gpu_only : {"sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops"})
+  for (const char* gpu_only :
+       {"sgemm_efficiency", "fp16_tensor_flops", "tf32_tensor_flops", "bf16_tensor_flops", "fp8_tensor_flops"})
     if (entry[gpu_only]) yaml::fail(entry[gpu_only], origin, context, fmt::format("field '{}' is only for GPUs", gpu_only));
 
   if (entry["peak_flops"])

@@ -76,7 +76,7 @@ Coverage coverage_of(const Scenario& s) {
   po.db_path = s.db_path;
   po.precision = s.precision;
   const auto profile = calibrate::build_profile(model, platform.worker_device(), po);
-  return Coverage{model.name(), profile.device, s.batch, profile.coverage};
+  return Coverage{model.name(), profile.device, s.batch, profile.coverage, calibrate::describe_sources(profile)};
 }
 
 // The sweep block with its file values (model, platform, calibration_db) made absolute against the
@@ -190,6 +190,7 @@ std::string config_header(const ConfigSummary& summary) {
     const auto& c = summary.coverage.front();
     out += fmt::format("calibration: {:.0f}% of {}'s compute on {} from measured entries, {:.0f}% estimated\n",
                        100 * c.measured_share, c.model, c.device, 100 * (1 - c.measured_share));
+    if (!c.sources.empty()) out += fmt::format("compute time from: {}\n", c.sources);
   } else if (!summary.coverage.empty()) {
     double lo = 1, hi = 0;
     for (const auto& c : summary.coverage) {
@@ -227,7 +228,8 @@ nlohmann::json config_json(const ConfigSummary& summary) {
   nlohmann::json calibration = nlohmann::json::array();
   for (const auto& c : summary.coverage)
     calibration.push_back(
-        {{"model", c.model}, {"device", c.device}, {"batch", c.batch}, {"measured_share", c.measured_share}});
+        {{"model", c.model}, {"device", c.device}, {"batch", c.batch}, {"measured_share", c.measured_share},
+         {"sources", c.sources}});
   nlohmann::json out{{"fields", fields}, {"defaults", defaults}, {"calibration", calibration}};
   const std::string warning = coverage_warning(summary);
   if (!warning.empty()) out["warning"] = warning;

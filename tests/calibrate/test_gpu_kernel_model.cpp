@@ -191,3 +191,162 @@ TEST_CASE("calibrate::GpuKernelModel: a fallback block may name its own sources;
   CHECK_THROWS_AS(calibrate::GpuKernelModel::load(path), InputError);
   std::filesystem::remove(path);
 }
+
+namespace {
+
+// A model file holding only a tensor block (one fitted GPU "fit-gpu", one fallback "fb-gpu").
+std::string tensor_model_file(const std::string& tensor_json) {
+  const auto path = std::filesystem::temp_directory_path() / ("dtsim_gk_tensor_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << R"({"devices": {}, "tensor": )" << tensor_json << "}";
+  return path.string();
+}
+
+constexpr const char* TENSOR_JSON = R"({"devices": {"fit-gpu": {"source": "a test",
+  "gemm": {"bf16": {"launch_s": 5e-6, "mem_eff": 0.5, "half_fill": 1e5, "half_k": 100, "eff_default": 0.6,
+                    "eff": {"fwd": 0.8, "bwd_weights": 0.7}}},
+  "attention": {"bf16": {"launch_s": 2e-5, "half_d": 50, "half_rows": 4000, "eff_default": 0.3,
+                         "eff": {"fwd/causal": 0.5, "bwd/full": 0.4}}},
+  "memory": {"launch_s": 6e-6, "eff_default": 0.5, "eff": {"layer_norm/fwd": 0.45}}}},
+  "fallback": {"fb-gpu": {"gemm": "fit-gpu"}}})";
+
+platforms::Device tensor_gpu(const char* name) {
+  platforms::Device gpu;
+  gpu.name = name;
+  gpu.peak_flops = 60e12;
+  gpu.bf16_tensor_flops = 1000e12;
+  gpu.mem_bandwidth_Bps = 4e12;
+  return gpu;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate::GpuKernelModel: tensor kernels are launch + roofline over efficiency x fill", "[calibrate]") {
+  const auto km = calibrate::GpuKernelModel::load(tensor_model_file(TENSOR_JSON));
+  const auto gpu = tensor_gpu("fit-gpu");
+  // A compute-bound forward GEMM: 2MNK / (peak x eff[fwd] x MN/(MN+half_fill) x K/(K+half_k)).
+  const double m = 4096, n = 8192, k = 2048;
+  const double fill = m * n / (m * n + 1e5) * k / (k + 100);
+  CHECK(km.gemm_s(gpu, "bf16", {m, n, k}, calibrate::Pass::FWD) == Approx(5e-6 + 2 * m * n * k / (1000e12 * 0.8 * fill)));
+  // A pass without its own efficiency takes eff_default.
+  CHECK(km.gemm_s(gpu, "bf16", {m, n, k}, calibrate::Pass::BWD_DATA) == Approx(5e-6 + 2 * m * n * k / (1000e12 * 0.6 * fill)));
+  // A GEMM with k = 1 is memory bound: (MK + KN + MN) x 2 B / (BW x mem_eff).
+  const double bytes = (m * 1 + 1 * n + m * n) * 2;
+  CHECK(km.gemm_s(gpu, "bf16", {m, n, 1}, calibrate::Pass::FWD) == Approx(5e-6 + bytes / (4e12 * 0.5)));
+  CHECK(km.gemm_s(gpu, "bf16", {0, n, k}, calibrate::Pass::FWD) == 0);
+  // Causal attention forward: half of 4 b h s^2 d.
+  const calibrate::AttentionShape att{2, 32, 8, 4096, 128, true};
+  const double flops = 4.0 * 2 * 32 * 4096 * 4096 * 128 * 0.5;
+  const double rows = 2.0 * 32 * 4096;
+  CHECK(km.attention_s(gpu, "bf16", att, false) ==
+        Approx(2e-5 + flops / (1000e12 * 0.5 * 128 / (128 + 50.0) * rows / (rows + 4000))));
+  // Backward of the full mask: 2.5x the forward FLOPs, its own efficiency.
+  auto full = att;
+  full.causal = false;
+  CHECK(km.attention_s(gpu, "bf16", full, true) ==
+        Approx(2e-5 + 2.5 * 2 * flops / (1000e12 * 0.4 * 128 / (128 + 50.0) * rows / (rows + 4000))));
+  CHECK(km.memory_op_s(gpu, "layer_norm", false, 1e9) == Approx(6e-6 + 1e9 / (4e12 * 0.45)));
+  CHECK(km.memory_op_s(gpu, "a_new_op", true, 1e9) == Approx(6e-6 + 1e9 / (4e12 * 0.5)));
+}
+
+TEST_CASE("calibrate::GpuKernelModel: a tensor fallback runs at the target's own peaks; gaps are input errors",
+          "[calibrate]") {
+  const auto km = calibrate::GpuKernelModel::load(tensor_model_file(TENSOR_JSON));
+  auto fb = tensor_gpu("fb-gpu");
+  fb.bf16_tensor_flops = 250e12;
+  const double fit_s = km.gemm_s(tensor_gpu("fit-gpu"), "bf16", {8192, 8192, 8192}, calibrate::Pass::FWD);
+  const double fb_s = km.gemm_s(fb, "bf16", {8192, 8192, 8192}, calibrate::Pass::FWD);
+  CHECK(fb_s - 5e-6 == Approx(4 * (fit_s - 5e-6)));
+  CHECK(km.tensor_source("fit-gpu") == "gemm, attention, memory: fit-gpu fit, a test");
+  CHECK(km.tensor_source("fb-gpu") == "gemm: fallback to the fit-gpu fit (a test), at fb-gpu's peaks");
+  CHECK(km.tensor_source("other").empty());
+  // The fallback names gemm only: attention and memory-bound ops of fb-gpu are not modelled.
+  CHECK_THROWS_WITH(km.attention_s(fb, "bf16", {1, 8, 8, 1024, 64, false}, false),
+                    Catch::Contains("no attention fit for it"));
+  CHECK_THROWS_AS(km.memory_op_s(fb, "softmax", false, 1e6), InputError);
+  // A precision the fit lacks, one the device has no peak for, one that does not exist.
+  CHECK_THROWS_WITH(km.gemm_s(fb, "fp8", {64, 64, 64}, calibrate::Pass::FWD), Catch::Contains("no fp8 GEMM fit"));
+  auto no_bf16 = tensor_gpu("fit-gpu");
+  no_bf16.bf16_tensor_flops = 0;
+  CHECK_THROWS_WITH(km.gemm_s(no_bf16, "bf16", {64, 64, 64}, calibrate::Pass::FWD),
+                    Catch::Contains("bf16_tensor_flops"));
+  CHECK_THROWS_WITH(calibrate::math_precision_by_name("fp4"), Catch::Contains("expected fp32, tf32, fp16, bf16 or fp8"));
+  CHECK_THROWS_AS(km.gemm_s(tensor_gpu("fit-gpu"), "bf16", {-1, 64, 64}, calibrate::Pass::FWD), InputError);
+  CHECK_THROWS_WITH(km.attention_s(tensor_gpu("fit-gpu"), "bf16", {1, 12, 5, 1024, 64, false}, false),
+                    Catch::Contains("kv_heads 5 must divide heads 12"));
+  // Malformed blocks name the file and the field.
+  CHECK_THROWS_WITH(calibrate::GpuKernelModel::load(tensor_model_file(R"({"devices": {"g": {"gemm": {"bf16": {"launch_s": 1e-6}}}}})")),
+                    Catch::Contains("tensor device 'g' gemm bf16: field 'mem_eff' must be a number > 0"));
+  CHECK_THROWS_WITH(calibrate::GpuKernelModel::load(tensor_model_file(R"({"devices": {}, "fallback": {"x": {"gemm": "nope"}}})")),
+                    Catch::Contains("tensor fallback 'x' gemm: must name a device of tensor.devices"));
+  CHECK_THROWS_WITH(calibrate::GpuKernelModel::load(tensor_model_file(R"({"devices": {"g": {"gemm": {"int4": {}}}}})")),
+                    Catch::Contains("unknown matrix precision 'int4'"));
+}
+
+TEST_CASE("calibrate::GpuKernelModel: the shipped tensor fit reproduces timings of the lent H200 and H100",
+          "[calibrate]") {
+  const auto& catalog = platforms::DeviceCatalog::builtin();
+  const auto& km = calibrate::GpuKernelModel::builtin();
+  const auto& h200 = catalog.by_name("h200-sxm");
+  const auto& h100 = catalog.by_name("h100-sxm5");
+  // Rows of calibrate/data/measured/h{200,100}_transformer_*.csv (median ms): Llama 3 8B MLP up at tp 1,
+  // 4096 tokens; its flash attention (4 x 8192 tokens, 32 heads over 8 kv heads, causal); layer norm and
+  // GELU over 8192 x 4096 bf16. Per-kernel tolerance 20%: the fit's held-out mean error is 6-12%.
+  using calibrate::Pass;
+  CHECK(km.gemm_s(h200, "bf16", {4096, 28672, 4096}, Pass::FWD) * 1e3 == Approx(1.21138).epsilon(0.2));
+  CHECK(km.gemm_s(h200, "bf16", {28672, 4096, 4096}, Pass::BWD_WEIGHTS) * 1e3 == Approx(1.39237).epsilon(0.2));
+  CHECK(km.gemm_s(h200, "fp8", {4096, 28672, 4096}, Pass::FWD) * 1e3 == Approx(0.63941).epsilon(0.2));
+  CHECK(km.gemm_s(h200, "tf32", {4096, 28672, 4096}, Pass::FWD) * 1e3 == Approx(2.38086).epsilon(0.2));
+  CHECK(km.attention_s(h200, "bf16", {4, 32, 8, 8192, 128, true}, false) * 1e3 == Approx(6.34014).epsilon(0.2));
+  CHECK(km.attention_s(h200, "bf16", {4, 32, 8, 8192, 128, true}, true) * 1e3 == Approx(19.08069).epsilon(0.2));
+  CHECK(km.memory_op_s(h200, "layer_norm", false, 134217728) * 1e3 == Approx(0.05923).epsilon(0.2));
+  CHECK(km.memory_op_s(h100, "gelu_tanh", true, 201326592) * 1e3 == Approx(0.07290).epsilon(0.2));
+  // Every catalog GPU of Ampere or later times a bf16 GEMM; the A100 through the H100's fit, at its own peak.
+  for (const char* name : {"a100-sxm4-40gb", "a100-sxm4-80gb", "h100-pcie", "h100-sxm5", "h200-sxm"})
+    CHECK(km.gemm_s(catalog.by_name(name), "bf16", {8192, 8192, 8192}, Pass::FWD) > 0);
+  CHECK(km.tensor_source("a100-sxm4-80gb").find("fallback to the h100-sxm5 fit") != std::string::npos);
+  CHECK_THROWS_WITH(km.gemm_s(catalog.by_name("a100-sxm4-80gb"), "fp8", {64, 64, 64}, Pass::FWD),
+                    Catch::Contains("fp8_tensor_flops"));
+  CHECK(km.gemm_s(catalog.by_name("v100-sxm2-32gb"), "fp16", {4096, 4096, 4096}, Pass::FWD) > 0);
+  CHECK_THROWS_AS(km.attention_s(catalog.by_name("v100-sxm2-32gb"), "fp16", {1, 8, 8, 1024, 64, false}, false),
+                  InputError);
+}
+
+TEST_CASE("calibrate::Profile: the sources of a prediction's compute time are named with their shares", "[calibrate]") {
+  const auto& h100 = platforms::DeviceCatalog::builtin().by_name("h100-sxm5");
+  // A conv and a ReLU: the kernel model times the conv; the device model the ReLU.
+  models::Model model("conv_relu", models::Shape{32, 256, 28, 28});
+  models::LayerParams p;
+  p.out_channels = 256;
+  p.kernel_h = p.kernel_w = 3;
+  p.stride_h = p.stride_w = 1;
+  p.pad_h = p.pad_w = 1;
+  p.bias = false;
+  model.add("conv", models::OpKind::CONV2D, p, {"data"});
+  model.add("relu", models::OpKind::RELU, models::LayerParams{}, {"conv"});
+  calibrate::ProfileOptions o;
+  o.db_path = empty_db();
+  o.precision = calibrate::Precision::FP16_MIXED;
+  const auto fp16 = calibrate::build_profile(model, h100, o);
+  REQUIRE(fp16.sources.size() == 2);
+  // H100 FP16 convolutions come from the V100 fit (docs/calibration.md §4b), and the header must say so.
+  CHECK(fp16.sources[0].first == "kernel model of v100-sxm2-16gb (fallback for h100-sxm5)");
+  CHECK(fp16.sources[1].first == "device model from op-class fallbacks");  // an empty database
+  CHECK(fp16.sources[0].second + fp16.sources[1].second == Approx(1.0));
+  CHECK(fp16.sources[0].second > fp16.sources[1].second);
+  o.precision = calibrate::Precision::FP32;
+  const auto fp32 = calibrate::build_profile(model, h100, o);
+  CHECK(fp32.sources[0].first == "kernel model of h100-sxm5 (its own timings)");
+  const std::string line = calibrate::describe_sources(fp32);
+  CHECK(line.find("% kernel model of h100-sxm5 (its own timings), ") != std::string::npos);
+  CHECK(line.find("% device model from op-class fallbacks") == line.size() - 38);
+}
+
+TEST_CASE("calibrate::GpuKernelModel: the H200 times convolutions from the H100's sources", "[calibrate]") {
+  const auto& km = calibrate::GpuKernelModel::builtin();
+  const auto* fp32 = km.coefficients_or_null("h200-sxm", calibrate::Precision::FP32);
+  const auto* fp16 = km.coefficients_or_null("h200-sxm", calibrate::Precision::FP16_MIXED);
+  REQUIRE(fp32 != nullptr);
+  REQUIRE(fp16 != nullptr);
+  CHECK(fp32->fitted_on == "h100-sxm5");
+  CHECK(fp16->fitted_on == "v100-sxm2-16gb");
+}

@@ -109,9 +109,9 @@ TEST_CASE("scenarios::Config: less than 90% measured compute gives a warning lin
   CHECK(j.err.find("dtsim calibrate --model odd-net --batch 32") != std::string::npos);
   // The closed form of the rule: a summary whose coverage is at or above the threshold has no warning.
   dtsim::scenarios::ConfigSummary s;
-  s.coverage.push_back({"m", "d", 32, dtsim::scenarios::MIN_MEASURED_COVERAGE});
+  s.coverage.push_back({"m", "d", 32, dtsim::scenarios::MIN_MEASURED_COVERAGE, ""});
   CHECK(dtsim::scenarios::coverage_warning(s).empty());
-  s.coverage.push_back({"m", "d", 64, 0.43});
+  s.coverage.push_back({"m", "d", 64, 0.43, ""});
   CHECK(dtsim::scenarios::coverage_warning(s).find("only 43% of m's compute (batch 64)") != std::string::npos);
   fs::remove_all(dir);
 }
