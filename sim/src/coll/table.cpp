@@ -15,6 +15,7 @@ CollectiveAlgorithm allreduce_tree();
 CollectiveAlgorithm allreduce_rhd();
 CollectiveAlgorithm allreduce_hier();
 CollectiveAlgorithm allreduce_rd();
+CollectiveAlgorithm allreduce_nvls();
 CollectiveAlgorithm broadcast_binomial();
 
 const std::vector<CollectiveAlgorithm>& collective_table() {
@@ -24,6 +25,7 @@ const std::vector<CollectiveAlgorithm>& collective_table() {
       allreduce_rhd(),
       allreduce_hier(),
       allreduce_rd(),
+      allreduce_nvls(),
       broadcast_binomial(),
   };
   return table;
