@@ -189,3 +189,13 @@ TEST_CASE("sim::Collective: rings and trees across rail NICs run one channel per
   // rail) at once; here the rails (12.5 GB/s) are the slower part.
   CHECK(comm_s(nvswitch_nodes(2, 8, 8), "allreduce-nvls", 16, 8, S) == Approx(S / 8 / NIC_BPS).epsilon(0.03));
 }
+
+TEST_CASE("sim::Collective: a process-to-process message on rail nodes goes through one NIC port", "[sim][coll]") {
+  // One MPI connection uses one HCA: 8 rails do not make a ping-pong 8 times faster.
+  const double bytes = 1e9;
+  for (int nics : {1, 8}) {
+    INFO("nics=" << nics);
+    const auto points = simulate_pingpong(nvswitch_nodes(2, 8, nics), {bytes});
+    CHECK(points.front().bandwidth_Bps == Approx(NIC_BPS).epsilon(0.02));
+  }
+}
