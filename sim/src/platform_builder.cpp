@@ -65,6 +65,25 @@ long topology_leaves(const platforms::Platform& p) {
   return 0;
 }
 
+}  // namespace
+
+int node_rails(const platforms::Platform& p) {
+  const bool nvswitch = p.node.intra.kind == platforms::IntraNodeKind::NVSWITCH;
+  return nvswitch && p.has_gpus() && p.node.nics > 1 ? std::min(p.node.nics, p.node.gpus) : 1;
+}
+
+int rail_of_gpu(const platforms::Platform& p, int gpu) {
+  const int rails = node_rails(p);
+  return rails > 1 ? std::min(rails - 1, gpu * rails / std::max(1, p.node.gpus)) : 0;
+}
+
+bool nvswitch_reduces(const platforms::Platform& p) {
+  const std::string& gpu = p.node.gpu;
+  return p.node.intra.kind == platforms::IntraNodeKind::NVSWITCH && (gpu.rfind("h100", 0) == 0 || gpu.rfind("h200", 0) == 0);
+}
+
+namespace {
+
 // One node: a full zone with explicit routes between its devices, its node host, its storage end
 // and its gateway router (the NIC side).
 //
@@ -128,6 +147,13 @@ struct NodeBuilder {
                                 ? duplex(zone, tag + "-nic-dev", p.network.link_bandwidth_Bps * std::max(1, p.node.nics),
                                          p.network.per_message_overhead_s / 2)
                                 : nic;
+    // Rails: each GPU reaches the network through the NIC under its own PCIe switch (GPUDirect RDMA), one
+    // port each, as NCCL pairs every GPU with its closest NIC; the node host keeps all ports together.
+    std::vector<s4u::Link*> rail_nic;
+    if (device_nic == nic && gpus > 0 && node_rails(p) > 1)
+      for (int r = 0; r < node_rails(p); ++r)
+        rail_nic.push_back(duplex(zone, fmt::format("{}-nic{}", tag, r), p.network.link_bandwidth_Bps,
+                                  p.network.per_message_overhead_s / 2));
     // The server's network end (split nodes): reached from the node's own devices through both NICs, as
     // a folded representative's flows for the node's other members reach it (World::split_server_host).
     s4u::Host* server_end = nullptr;
@@ -181,7 +207,7 @@ struct NodeBuilder {
       // process-to-process memory-copy link.
       auto via_nic = (pcie || nvlink) ? to_cpu[g] : std::vector<LinkInRoute>{};
       if (nic_host != nullptr) via_nic.emplace_back(nic_host);
-      via_nic.emplace_back(device_nic, Dir::UP);
+      via_nic.emplace_back(rail_nic.empty() ? device_nic : rail_nic[static_cast<std::size_t>(rail_of_gpu(p, g))], Dir::UP);
       add_both(zone, devs[g]->get_netpoint(), gw, via_nic);
       if (server_end != nullptr) {  // out through the devices' NIC, back in through the server's
         via_nic.emplace_back(nic, Dir::DOWN);
@@ -217,6 +243,13 @@ struct NodeBuilder {
     for (int g = 0; g < static_cast<int>(port.size()); ++g)
       port[g] = duplex(zone, fmt::format("{}-nvsw-port{}", tag, g), intra.link_bandwidth_Bps * intra.links_per_gpu,
                        intra.latency_s / 2);
+    // NVLink SHARP: the switch itself as an end (in-switch reduction and multicast), one port per GPU.
+    if (nvswitch && gpus > 1 && nvswitch_reduces(p)) {
+      s4u::Host* sw = zone->create_host(tag + "-nvswitch", NOMINAL_HOST_SPEED_FLOPS);
+      for (int g = 0; g < gpus; ++g) add_both(zone, devs[g]->get_netpoint(), sw->get_netpoint(), {LinkInRoute(port[g], Dir::UP)});
+      out->nvswitch_hosts.resize(static_cast<std::size_t>(node) + 1, nullptr);
+      out->nvswitch_hosts[static_cast<std::size_t>(node)] = sw;
+    }
     auto nvl_hop = [&](int a, int b) {  // UP is the low-to-high index direction
       return a < b ? LinkInRoute(nvl[a][b], Dir::UP) : LinkInRoute(nvl[b][a], Dir::DOWN);
     };
@@ -317,6 +350,36 @@ void rate_global_links(const platforms::Dragonfly& d, unsigned groups_built) {
   for (s4u::Link* l : links) l->set_bandwidth(d.global_link_bandwidth_Bps * d.group_links);
 }
 
+// Rail-optimised fat trees (DGX SuperPOD): each NIC of a node goes to its rail's leaf switch. The logical
+// leaf stands for a unit's rail leaves, and SimGrid routes one node pair over one of a node's parallel
+// leaf links, so each of them carries the node's rails together (rails x port); the per-rail NIC links in
+// the node keep each rail at one port. SimGrid names fat-tree links link_from_<child>_<parent>_<n>, the
+// processing nodes (the leaves) being ids 0 .. leaves-1 and the first-level switches the ids counted down
+// from 2 x leaves - 1 (SimGrid 3.32 FatTreeZone::generate_switches).
+void widen_rail_leaf_links(const platforms::Platform& p, const std::vector<unsigned>& down, const std::vector<unsigned>& up) {
+  long leaves = 1, first_level = up.front();
+  for (unsigned d : down) leaves *= d;
+  for (std::size_t i = 1; i < down.size(); ++i) first_level *= down[i];
+  constexpr std::string_view PREFIX = "link_from_";
+  const auto links = s4u::Engine::get_instance()->get_filtered_links([&](s4u::Link* l) {
+    const std::string& name = l->get_name();
+    if (name.rfind(PREFIX, 0) != 0) return false;
+    std::size_t pos = PREFIX.size();
+    auto number = [&]() {
+      const std::size_t from = pos;
+      while (pos < name.size() && std::isdigit(static_cast<unsigned char>(name[pos])) != 0) ++pos;
+      const long v = pos > from ? std::stol(name.substr(from, pos - from)) : -1;
+      if (pos < name.size() && name[pos] == '_') ++pos;
+      return v;
+    };
+    const long child = number();
+    const long parent = number();
+    return child >= 0 && child < leaves && parent >= 2 * leaves - first_level;
+  });
+  if (links.empty()) throw Failure("fat tree: SimGrid created no node-to-leaf links named link_from_*; rails cannot be widened");
+  for (s4u::Link* l : links) l->set_bandwidth(p.network.link_bandwidth_Bps * node_rails(p));
+}
+
 }  // namespace
 
 void validate_for_simulation(const platforms::Platform& p, const Layout& layout) {
@@ -411,6 +474,10 @@ LinkRole describe_link(const std::string& name) {
       const std::string part = base.substr(end + 1);
       const std::string where = fmt::format("node {} ", node);
       if (part == "nic") return {"nic", node, where + (up ? "NIC (sending)" : "NIC (receiving)")};
+      if (part.starts_with("nic") && part.size() > 3 && std::isdigit(static_cast<unsigned char>(part[3])) != 0) {
+        std::size_t e0 = 0;
+        return {"nic", node, fmt::format("{}NIC {} ({})", where, number_after(part, 3, &e0), up ? "sending" : "receiving")};
+      }
       if (part == "nic-dev") return {"nic", node, where + (up ? "devices' NIC (sending)" : "devices' NIC (receiving)")};
       if (part == "nic-host")
         return {"host-staging", node, where + "host memory between GPUs and NIC (no GPUDirect RDMA)"};
@@ -487,6 +554,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
   out.workers_per_node = layout.workers_per_node;
   out.nodes = layout.nodes;
   out.dedicated_nodes = layout.dedicated_ps_nodes;
+  out.rails = node_rails(p);
   const int total_nodes = layout.nodes + layout.dedicated_ps_nodes;
   NodeBuilder nb{p, layout.workers_per_node, nullptr, &out, {}};
   const auto split = [&layout](int node) { return node < layout.nodes && node < layout.server_nic_nodes; };
@@ -531,6 +599,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       s4u::ClusterCallbacks cb(leaf);
       root = s4u::create_fatTree_zone("cluster", nullptr, s4u::FatTreeParams(f.levels, down, up, par), cb, port_Bps,
                                       n.latency_s, s4u::Link::SharingPolicy::SPLITDUPLEX);
+      if (node_rails(p) > 1) widen_rail_leaf_links(p, down, up);
       break;
     }
     case platforms::TopologyKind::DRAGONFLY: {

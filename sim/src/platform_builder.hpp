@@ -27,7 +27,21 @@ struct BuiltPlatform {
   // and its server's network end (World::split_server_host).
   std::vector<std::vector<simgrid::s4u::Link*>> split_switch_links;
   std::vector<simgrid::s4u::Host*> split_server_hosts;
+  // node -> its NVSwitch as an end of flows (NVLink SHARP, nvswitch_reduces); empty or nullptr where none.
+  std::vector<simgrid::s4u::Host*> nvswitch_hosts;
+  int rails = 1;  // node_rails of the platform
 };
+
+// NICs a GPU node's devices use as rails: each GPU reaches the network through its own NIC (the one under
+// its PCIe switch) when an NVSwitch node has several; 1 = all devices share the node's NIC ports as one
+// link (also on NVLink-mesh nodes such as the DGX-1, whose 8-node fine-mode rings ran 2x slower with
+// rails and channels, not understood yet: docs/simulation-comm.md).
+int node_rails(const platforms::Platform& platform);
+// The rail (NIC index) of GPU `gpu` of a node: GPUs split evenly over the rails in index order.
+int rail_of_gpu(const platforms::Platform& platform, int gpu);
+// Whether the node's NVSwitch reduces and multicasts in the switch (NVLink SHARP, "NVLS"): third-generation
+// NVSwitch with Hopper GPUs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, "NVLink Switch System").
+bool nvswitch_reduces(const platforms::Platform& platform);
 
 // Nominal host speed in flop/s. Compute is given to the World in seconds (calibrated elsewhere), so
 // the speed only converts seconds to an Exec size; it is not a hardware figure.

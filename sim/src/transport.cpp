@@ -27,6 +27,7 @@ FlowTransports::FlowTransports(const platforms::Platform& p, const BuiltPlatform
       host_stage_Bps_(p.node.intra.link_bandwidth_Bps * intra_->host_staging_efficiency),
       connections_(p.network.connections_per_peer > 0 ? p.network.connections_per_peer
                                                       : network_->default_connections_per_peer) {
+  if (built.rails > 1) one_port_cap_Bps_ = port_Bps_ * efficiency_;
   const bool gpus = p.has_gpus();
   const int per_node = std::max(1, built.workers_per_node);
   for (size_t r = 0; r < built.workers.size(); ++r)
@@ -109,6 +110,11 @@ FlowPlan FlowTransports::plan(const s4u::Host* src, const s4u::Host* dst, double
     }
     default:
       break;
+  }
+  if (one_port_cap_Bps_ > 0 && (!place(src)->device || !place(dst)->device) &&
+      (plan.rate_cap_Bps <= 0 || (plan.cap_is_bound && plan.rate_cap_Bps > one_port_cap_Bps_))) {
+    plan.rate_cap_Bps = one_port_cap_Bps_;
+    plan.cap_is_bound = true;
   }
   return plan;
 }

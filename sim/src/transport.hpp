@@ -68,6 +68,9 @@ class FlowTransports {
   int node_gpus_ = 0;
   double host_stage_Bps_;       // one socket's host-memory path for staged device bytes
   int connections_;
+  // Rails (node_rails > 1): a flow with a CPU-side end (a process, not a GPU on its rail NIC) goes through
+  // one NIC port, as one MPI connection uses one HCA; the node's ports together serve several flows.
+  double one_port_cap_Bps_ = 0;
   std::unordered_map<const simgrid::s4u::Host*, Place> places_;
 };
 

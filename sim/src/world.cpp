@@ -322,6 +322,11 @@ s4u::Host* World::worker_host(int rank) const {
   if (rank < 0 || rank >= workers()) throw Failure(fmt::format("World::worker_host: rank {} out of range", rank));
   return impl_->built.workers[rank];
 }
+int World::rails_per_node() const { return impl_->built.rails; }
+s4u::Host* World::nvswitch_host(int node) const {
+  const auto& hosts = impl_->built.nvswitch_hosts;
+  return node >= 0 && static_cast<std::size_t>(node) < hosts.size() ? hosts[static_cast<std::size_t>(node)] : nullptr;
+}
 s4u::Host* World::split_server_host(int node) const {
   const auto& hosts = impl_->built.split_server_hosts;
   return node >= 0 && static_cast<std::size_t>(node) < hosts.size() ? hosts[static_cast<std::size_t>(node)] : nullptr;

@@ -47,6 +47,10 @@ class World {
   // devices: out through their NIC and in through the server's, where node_host is reached inside the
   // node. nullptr for other nodes.
   simgrid::s4u::Host* split_server_host(int node) const;
+  // NICs each node's devices use as rails, one per GPU group (node_rails); 1 when they share the ports.
+  int rails_per_node() const;
+  // The node's NVSwitch as a flow end (in-switch reduction, NVLink SHARP); nullptr where there is none.
+  simgrid::s4u::Host* nvswitch_host(int node) const;
   // Whether a flow from src to dst leaves a node (the network transport's factors apply, its bytes are
   // inter-node): hosts on different nodes, or a split node's server end reached from its own devices.
   bool crosses_network(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;

@@ -321,7 +321,8 @@ TEST_CASE("platforms::Platform: shipped DGX A100 and DGX H100 clusters load with
   CHECK(a100.node.intra.links_per_gpu == 12);
   CHECK(a100.node.gpus == 8);
   const auto h100 = dtsim::platforms::load_platform("dgx-h100-superpod");
-  CHECK(h100.node.intra.link_bandwidth_Bps * h100.node.intra.links_per_gpu == Approx(450e9));
+  // 18 NVLink 4 links at NCCL's 20.6 GB/s data rate each (of 25 GB/s signalling: 450 GB/s per direction).
+  CHECK(h100.node.intra.link_bandwidth_Bps * h100.node.intra.links_per_gpu == Approx(18 * 20.6e9));
   CHECK(h100.network.link_bandwidth_Bps == Approx(50e9));
 }
 

@@ -271,3 +271,16 @@ TEST_CASE("sim::CollectiveLibrary: CUDA-aware MPI and PS copies let a node's GPU
   CHECK(!mpi.gpus_staged(1, 2));
   CHECK(mpi.gpus_staged(3, 4));  // across sockets: still through host memory
 }
+
+TEST_CASE("sim::CollectiveLibrary: NCCL runs NVLink SHARP from 2 MiB up where the NVSwitch reduces", "[sim][coll][library]") {
+  auto c = call(1048576, 8, 1, 12.5e9);
+  c.nvls_capable = true;
+  CHECK(choose("nccl-2.7", c).algorithm != "nvls");
+  c.bytes = 2.0 * 1048576;
+  CHECK(choose("nccl-2.7", c).algorithm == "nvls");
+  CHECK(choose("nccl-2.7", c, "ring").algorithm == "ring");  // a named algorithm wins
+  c.nvls_capable = false;
+  CHECK(choose("nccl-2.7", c).algorithm != "nvls");
+  CHECK(library_call(platforms::load_platform("dgx-h100-superpod"), 8, 1, 1e9).nvls_capable);
+  CHECK_FALSE(library_call(platforms::load_platform("dgx-a100-cluster"), 8, 1, 1e9).nvls_capable);
+}

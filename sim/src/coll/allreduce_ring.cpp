@@ -1,6 +1,8 @@
 // Ring allreduce: reduce-scatter then allgather, 2(n-1) steps of bytes/n around the ring (Patarasuk &
 // Yuan 2009; NCCL's and Horovod's large-message algorithm). Fine mode sends every step; coarse mode
-// sends one flow per ring edge carrying all 2(n-1) chunks and adds the other steps' latencies.
+// sends one flow per ring edge carrying all 2(n-1) chunks and adds the other steps' latencies. Across
+// nodes whose GPUs each have a rail NIC, NCCL runs several rings (channels), each leaving and entering
+// the nodes at other GPUs and so through other NICs: one ring per GPU offset, bytes split evenly.
 #include <simgrid/s4u/Host.hpp>
 
 #include <algorithm>
@@ -72,29 +74,48 @@ void ring_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
     w.transfer(w.worker_host(ranks[i]), w.worker_host(ranks[(i + 1) % n]), steps * bytes / n, all);
 }
 
-std::string ring_signature(const std::vector<int>& ranks, double bytes) {
+std::string ring_signature(const std::vector<std::vector<int>>& channels, double bytes) {
   std::string key = fmt::format("ring {:.17g}:", bytes);
-  for (int r : ranks) key += fmt::format("{},", r);
+  for (const auto& ranks : channels) {
+    for (int r : ranks) key += fmt::format("{},", r);
+    key += ';';
+  }
   return key;
 }
 
+// Every channel's ring over its share of the bytes, at once; done when the last one ends.
+void rings_coarse(World& w, const std::vector<std::vector<int>>& channels, double bytes, Done done) {
+  if (channels.size() == 1) {
+    ring_coarse(w, channels.front(), bytes, std::move(done));
+    return;
+  }
+  auto all = coll::countdown(static_cast<int>(channels.size()), std::move(done));
+  for (const auto& ranks : channels) ring_coarse(w, ranks, bytes / static_cast<double>(channels.size()), all);
+}
+
 void ring_start(World& world, const std::vector<int>& ranks, double bytes, CommMode mode, Done done) {
+  const auto channels = coll::rail_channels(world, ranks);
   if (mode == CommMode::FINE) {
-    ring_fine(world, ranks, bytes, std::move(done));
+    if (channels.size() == 1) {
+      ring_fine(world, ranks, bytes, std::move(done));
+      return;
+    }
+    auto all = coll::countdown(static_cast<int>(channels.size()), std::move(done));
+    for (const auto& c : channels) ring_fine(world, c, bytes / static_cast<double>(channels.size()), all);
     return;
   }
   if (world.transfers_in_flight() != 0) {
-    ring_coarse(world, ranks, bytes, std::move(done));
+    rings_coarse(world, channels, bytes, std::move(done));
     return;
   }
   // Reuse: an identical ring that ran alone on the network took exactly this long and moved these bytes
   // over each link; only when nothing else is in flight now either (later flows starting inside the
   // window are not seen). Not while link usage over time is recorded (--trace): that needs the flows.
   if (world.recording_link_usage()) {
-    ring_coarse(world, ranks, bytes, std::move(done));
+    rings_coarse(world, channels, bytes, std::move(done));
     return;
   }
-  const std::string key = ring_signature(ranks, bytes);
+  const std::string key = ring_signature(channels, bytes);
   auto& cache = world.duration_cache();
   if (auto it = cache.find(key); it != cache.end()) {
     world.after(it->second.duration_s, [&world, &charge = it->second.link_B, done = std::move(done)]() {
@@ -105,23 +126,40 @@ void ring_start(World& world, const std::vector<int>& ranks, double bytes, CommM
   }
   const double t0 = world.now();
   const std::int64_t f0 = world.flows_started();
-  const auto own_flows = static_cast<std::int64_t>(ranks.size());
-  ring_coarse(world, ranks, bytes,
-              [&world, key, t0, f0, own_flows, before = world.flow_link_bytes(), done = std::move(done)]() {
-                if (world.flows_started() - f0 == own_flows) {
-                  World::CachedCollective entry{world.now() - t0, {}};
-                  const std::vector<double> after = world.flow_link_bytes();
-                  for (std::size_t id = 0; id < after.size(); ++id) {
-                    const double moved = after[id] - (id < before.size() ? before[id] : 0.0);
-                    if (moved > 0) entry.link_B.emplace_back(static_cast<int>(id), moved);
-                  }
-                  world.duration_cache()[key] = std::move(entry);
-                }
-                done();
-              });
+  const auto own_flows = static_cast<std::int64_t>(ranks.size() * channels.size());
+  rings_coarse(world, channels, bytes,
+               [&world, key, t0, f0, own_flows, before = world.flow_link_bytes(), done = std::move(done)]() {
+                 if (world.flows_started() - f0 == own_flows) {
+                   World::CachedCollective entry{world.now() - t0, {}};
+                   const std::vector<double> after = world.flow_link_bytes();
+                   for (std::size_t id = 0; id < after.size(); ++id) {
+                     const double moved = after[id] - (id < before.size() ? before[id] : 0.0);
+                     if (moved > 0) entry.link_B.emplace_back(static_cast<int>(id), moved);
+                   }
+                   world.duration_cache()[key] = std::move(entry);
+                 }
+                 done();
+               });
 }
 
 }  // namespace
+
+namespace coll {
+std::vector<std::vector<int>> rail_channels(const World& world, const std::vector<int>& ranks) {
+  const auto groups = group_by_node(world, ranks);
+  const std::size_t per_node = groups.front().size();
+  const bool even = std::all_of(groups.begin(), groups.end(), [&](const auto& g) { return g.size() == per_node; });
+  if (world.rails_per_node() < 2 || groups.size() < 2 || per_node < 2 || !even) return {ranks};
+  std::vector<std::vector<int>> channels;
+  for (std::size_t c = 0; c < per_node; ++c) {
+    std::vector<int> order;
+    for (const auto& g : groups)
+      for (std::size_t i = 0; i < per_node; ++i) order.push_back(g[(i + c) % per_node]);
+    channels.push_back(std::move(order));
+  }
+  return channels;
+}
+}  // namespace coll
 
 CollectiveAlgorithm allreduce_ring() {
   return {

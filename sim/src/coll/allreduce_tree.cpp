@@ -253,10 +253,17 @@ void tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
 }
 
 void tree_start(World& world, const std::vector<int>& ranks, double bytes, CommMode mode, Done done) {
-  if (mode == CommMode::FINE) {
-    tree_fine(world, ranks, bytes, std::move(done));
-  } else {
-    tree_coarse(world, ranks, bytes, std::move(done));
+  // Channels over rail NICs (coll::rail_channels): each channel's trees have other node heads, whose NICs
+  // carry that channel's inter-node edges.
+  const auto channels = coll::rail_channels(world, ranks);
+  const double share_B = bytes / static_cast<double>(channels.size());
+  auto all = coll::countdown(static_cast<int>(channels.size()), std::move(done));
+  for (const auto& c : channels) {
+    if (mode == CommMode::FINE) {
+      tree_fine(world, c, share_B, all);
+    } else {
+      tree_coarse(world, c, share_B, all);
+    }
   }
 }
 

@@ -84,6 +84,11 @@ ByteSplit ring_pass_bytes(const RankGeometry& g, double bytes, int steps);
 // Ring-equivalent bytes of an allreduce (2(n-1)/n x bytes per rank) split by node boundary, for
 // algorithms whose per-rank traffic matches the ring's.
 ByteSplit ring_like_bytes(const RankGeometry& g, double bytes);
+// NCCL's channels over rail NICs: where the ranks span nodes of equal rank counts whose GPUs each reach
+// the network through their own NIC (World::rails_per_node > 1), one rank order per GPU offset, each node's
+// ranks rotated by it, so that every channel leaves and enters the nodes through other GPUs' NICs; else
+// the ranks alone (allreduce_ring.cpp).
+std::vector<std::vector<int>> rail_channels(const World& world, const std::vector<int>& ranks);
 }  // namespace coll
 
 }  // namespace dtsim::sim

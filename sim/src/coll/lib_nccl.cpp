@@ -107,7 +107,15 @@ double nccl_model_time_s(const LibraryCall& c, int a, int p) {
 
 namespace {
 
+// NVLink SHARP (NVLS), where the NVSwitch reduces: NCCL's tuner (2.17+) picks it for allreduce from about
+// 2 MiB up on an 8-GPU Hopper node: nccl-tests all_reduce_perf on 8x H200 reach 39.9 GB/s bus bandwidth at
+// 1 MiB as with rings, and the NVLS plateau (482 GB/s at 16 GiB, against 368 GB/s with NVLS disabled) from
+// there up (stas00/ml-engineering network/benchmarks/results/all-reduce-8xH200.md). The NVLS rows of the
+// 2.17+ tuner are not modelled: this threshold stands in for them, on top of the 2.7 tuner's ring/tree choice.
+constexpr double NVLS_MIN_B = 2.0 * 1024 * 1024;
+
 LibraryChoice nccl_choose(const LibraryCall& c, const std::string& forced) {
+  if (forced.empty() && c.nvls_capable && c.ranks_per_node() > 1 && c.bytes >= NVLS_MIN_B) return {"nvls", "Simple", 1.0, 0};
   int algo_from = TREE, algo_to = RING;
   if (forced == "ring") algo_from = RING;
   else if (forced == "tree") algo_to = TREE;

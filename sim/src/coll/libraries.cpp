@@ -8,6 +8,7 @@
 #include "platforms/platform.hpp"
 #include "platforms/transport.hpp"
 #include "sim/src/coll/library.hpp"
+#include "sim/src/platform_builder.hpp"
 #include "sim/src/world.hpp"
 
 namespace dtsim::sim {
@@ -71,6 +72,7 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
   const std::string& gpu = platform.node.gpu;
   const bool volta_or_ampere = gpu.rfind("v100", 0) == 0 || gpu.rfind("a100", 0) == 0;
   c.ll128_capable = volta_or_ampere && nvlink && (c.nodes == 1 || platform.network.transport == "rdma");
+  c.nvls_capable = nvswitch_reduces(platform);
   // A GPU reaches host memory over its PCIe link (the NVLink kinds' uplink) at the pcie transport's DMA
   // rate (CUDA bandwidthTest, pinned; docs/transports.md), as the builder's device link does.
   if (platform.node.gpus > 0)

@@ -33,6 +33,7 @@ struct LibraryCall {
   bool intra_nvlink = false;       // GPUs joined by NVLink (NCCL's NVLINK hardware class)
   bool ll128_capable = false;      // NCCL enables LL128 by default (Volta/Ampere, NVLink, GPUDirect NIC)
   double device_host_Bps = 0;      // one GPU's copy rate to or from host memory (its PCIe link's DMA); 0: CPU ranks
+  bool nvls_capable = false;       // the NVSwitch reduces in the switch (NVLink SHARP: Hopper, third-generation NVSwitch)
   int ranks_per_node() const { return nodes > 0 ? (ranks + nodes - 1) / nodes : ranks; }
 };
 

@@ -16,6 +16,7 @@ CollectiveAlgorithm allreduce_tree();
 CollectiveAlgorithm allreduce_rhd();
 CollectiveAlgorithm allreduce_hier();
 CollectiveAlgorithm allreduce_rd();
+CollectiveAlgorithm allreduce_nvls();
 CollectiveAlgorithm broadcast_binomial();
 CollectiveAlgorithm reduce_scatter_ring();
 CollectiveAlgorithm allgather_ring();
@@ -28,6 +29,7 @@ const std::vector<CollectiveAlgorithm>& collective_table() {
       allreduce_rhd(),
       allreduce_hier(),
       allreduce_rd(),
+      allreduce_nvls(),
       broadcast_binomial(),
       reduce_scatter_ring(),
       allgather_ring(),
