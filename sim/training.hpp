@@ -273,6 +273,11 @@ nlohmann::json to_json(const PointResult& r);
 // Its inverse. Failure naming the field when one is missing or has the wrong type.
 PointResult point_result_from_json(const nlohmann::json& j);
 
+// The checks simulate_training runs first, without simulating: InputError (one line naming the flag)
+// for a set-up it cannot simulate, so that a caller about to simulate many points learns it at once.
+void check_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                    const TrainingPoint& point);
+
 // Simulates one configuration in a child process. InputError for impossible set-ups.
 PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
                               const TrainingPoint& point);
