@@ -173,7 +173,9 @@ void check_platform(const std::string& name_or_file, const std::string& format_t
                         {"small_message_latency_s", n.message_time_s(0, hops)},
                         {"message_1000KB_time_s", probe_s},
                         {"bisection_bandwidth_Bps", p.bisection_bandwidth_Bps()},
-                        {"storage", storage_summary(p.storage)}};
+                        {"storage", storage_summary(p.storage)},
+                        {"defaults_used", p.defaults_used},
+                        {"warnings", p.warnings}};
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -218,6 +220,9 @@ void check_platform(const std::string& name_or_file, const std::string& format_t
                                             PROBE_MESSAGE_B / probe_s / GIGA)});
   t.add_row({"bisection", fmt::format("{:.1f} GB/s per direction", p.bisection_bandwidth_Bps() / GIGA)});
   t.add_row({"storage", storage_summary(p.storage)});
+  // What the file leaves to a default, and figures no catalogued hardware reaches (also on stderr).
+  for (const auto& [field, value] : p.defaults_used) t.add_row({"default " + field, value});
+  for (const auto& w : p.warnings) t.add_row({"warning", w});
   t.print(std::cout, format);
 }
 

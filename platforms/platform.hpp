@@ -153,6 +153,13 @@ struct Platform {
   std::string collective_library_at;
   // Sources of figures written as {value, source} in the file, keyed by field path ("network.latency_s").
   std::map<std::string, std::string> figure_sources;
+  // Optional fields the file leaves out, keyed by field path, each with the value taken and its rule
+  // ("node.intra.transport" -> "nvlink (by intra kind nvlink)"); `dtsim platform check` prints them.
+  std::map<std::string, std::string> defaults_used;
+  // Figures the file states that no catalogued hardware reaches: one sentence each, naming the field,
+  // the value and the likely unit slip. load_platform prints each once per process to stderr as a
+  // warning; `dtsim platform check` lists them.
+  std::vector<std::string> warnings;
 
   bool has_gpus() const { return node.gpus > 0; }
   // Default workers per node: GPUs per node, or 1 for CPU nodes.

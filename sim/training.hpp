@@ -222,6 +222,11 @@ struct Breakdown {
   // exposed_communication_s split by what rank 0 waits for (the rest, if any, is mid-iteration):
   double exposed_before_forward_s = 0;   // parameters (PS pull) or a scattered input before forward
   double exposed_after_backward_s = 0;   // the gradient exchange (and a PS update) after backward
+  // compute_s split by why rank 0's compute took longer than the calibrated kernels on the reference
+  // device (the rest of compute_s is those kernels):
+  double compute_variability_s = 0;      // its device factor: the slowest device's pace (device spread,
+                                         // jitter, stragglers; negative when it is faster)
+  double overlap_slowdown_s = 0;         // compute overlapped with a collective on a GPU (OVERLAP_COMPUTE_SLOWDOWN)
 };
 
 // One measured resource of the steady-state iterations: a link (NIC, switch port, PCIe switch uplink,
@@ -278,6 +283,11 @@ const std::vector<ResultField>& result_fields();
 nlohmann::json to_json(const PointResult& r);
 // Its inverse. Failure naming the field when one is missing or has the wrong type.
 PointResult point_result_from_json(const nlohmann::json& j);
+
+// The checks simulate_training runs first, without simulating: InputError (one line naming the flag)
+// for a set-up it cannot simulate, so that a caller about to simulate many points learns it at once.
+void check_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                    const TrainingPoint& point);
 
 // Simulates one configuration in a child process. InputError for impossible set-ups.
 PointResult simulate_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,

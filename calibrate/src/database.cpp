@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/errors.hpp"
+#include "common/json_limits.hpp"
 #include "common/paths.hpp"
 #include "common/text.hpp"
 
@@ -26,6 +26,9 @@ namespace {
 using nlohmann::json;
 constexpr const char* FORMAT_NAME = "dtsim-calibration";
 constexpr int FORMAT_VERSION = 2;  // 2: repeats timed with evicted caches (cache_state)
+// Largest database read: the shipped one (calibrate/data/calibration.json, every op of the zoo on one
+// host) is 451 KB, so this holds over a hundred such hosts; a parsed document takes ~10x its text.
+constexpr std::size_t CALIBRATION_DB_MAX_BYTES = 64 << 20;
 
 std::string_view status_name(EntryStatus s) { return s == EntryStatus::MEASURED ? "measured" : "disturbed"; }
 
@@ -125,22 +128,11 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
   CalibrationDb db;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return db;
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot read the calibration database", path));
-  std::stringstream text;
-  text << in.rdbuf();
   json doc;
   try {
-    doc = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: calibration database is not valid JSON (byte {}); fix or remove it, it was not "
-                                 "modified",
-                                 path, e.byte));
-  } catch (const json::exception&) {
-    // e.g. out_of_range.406: a number such as 1e309 that no double holds.
-    throw InputError(fmt::format("{}: calibration database holds a number outside the range of a double; fix or "
-                                 "remove it, it was not modified",
-                                 path));
+    doc = read_json_file(path, "calibration database", {CALIBRATION_DB_MAX_BYTES});
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}; fix or remove it, it was not modified", e.what()));
   }
   const Reader r{path};
   if (doc.is_object() && doc.contains(CHECKSUM_FIELD)) {

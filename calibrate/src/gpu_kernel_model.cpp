@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/errors.hpp"
+#include "common/json_limits.hpp"
 #include "common/paths.hpp"
 
 namespace dtsim::calibrate {
@@ -22,6 +23,8 @@ namespace {
 
 constexpr double FP32_BYTES = 4.0;
 constexpr double FP16_BYTES = 2.0;
+// Largest model file read: the shipped one (data/gpu_kernels.json, every fitted device) is 23 KB.
+constexpr std::size_t GPU_KERNEL_MODEL_MAX_BYTES = 16 << 20;
 
 std::string key_of(const std::string& device, Precision precision) {
   return device + "|" + std::string(to_string(precision));
@@ -280,14 +283,7 @@ const GpuKernelModel& GpuKernelModel::builtin() {
 }
 
 GpuKernelModel GpuKernelModel::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot open the GPU kernel model", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON ({})", path, e.what()));
-  }
+  const nlohmann::json j = read_json_file(path, "GPU kernel model", {GPU_KERNEL_MODEL_MAX_BYTES});
   if (!j.is_object() || !j.contains("devices") || !j.at("devices").is_object())
     throw InputError(fmt::format("{}: field 'devices' must be a map of device name to fit", path));
   GpuKernelModel model;
@@ -298,7 +294,11 @@ GpuKernelModel GpuKernelModel::load(const std::string& path) {
     for (const auto& [device, entry] : j.at("fallback").items()) {
       std::string from;
       if (entry.contains("from") && entry.at("from").is_array())
-        for (const auto& f : entry.at("from")) from += (from.empty() ? "" : "+") + f.get<std::string>();
+        for (const auto& f : entry.at("from")) {
+          if (!f.is_string())
+            throw InputError(fmt::format("{}: fallback '{}': field 'from' must list device names", path, device));
+          from += (from.empty() ? "" : "+") + f.get<std::string>();
+        }
       read_precisions(model, entry, device, from, path);
     }
   }

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <limits>
+#include <set>
 
 #include "common/errors.hpp"
 #include "common/text.hpp"
@@ -255,7 +257,7 @@ void parse_node(Reader& r, const YAML::Node& map, Platform& p) {
     if (n.cpu != "host") r.fail(map["memory_B"], ctx, "field 'memory_B' must be > 0 (0 is allowed only with cpu: host)");
     n.memory_B = cpu->mem_capacity_B * n.cpu_sockets;
   }
-  n.nics = r.integer(map, "nics", ctx, false, 1, MAX_PER_NODE, 1);
+  n.nics = r.integer(map, "nics", ctx, true, 1, MAX_PER_NODE, 1);
   n.source = r.text(map, "source", ctx, true);
   if (!map["intra"]) r.fail(map, ctx, "missing required field 'intra'");
   n.intra = parse_intra(r, map["intra"], "node.intra");
@@ -443,6 +445,78 @@ long product(const std::vector<int>& v) {
   for (int x : v) out *= x;
   return out >= static_cast<double>(std::numeric_limits<long>::max()) ? std::numeric_limits<long>::max()
                                                                        : static_cast<long>(out);
+}
+
+// The optional fields `root` leaves out and what the loaded platform took for each (docs/platform-schema.md).
+std::map<std::string, std::string> defaults_of(const YAML::Node& root, const Platform& p) {
+  std::map<std::string, std::string> out;
+  const YAML::Node intra = root["node"]["intra"], net = root["network"];
+  const auto& in = p.node.intra;
+  if (!intra["transport"]) out["node.intra.transport"] = fmt::format("{} (by intra kind {})", in.transport, to_string(in.kind));
+  if (in.kind == IntraNodeKind::PCIE) {
+    if (!intra["devices_per_switch"])
+      out["node.intra.devices_per_switch"] = "none (no PCIe switch: each GPU's link goes to its socket's root complex)";
+    if (!intra["p2p_level"] && p.node.gpus > 1)
+      out["node.intra.p2p_level"] = fmt::format("{} (NCCL 2.7's rule for CPU '{}')", p2p_level_name(in.p2p_level), p.node.cpu);
+    if (!intra["gpudirect_rdma"] &&
+        transport_by_name(p.network.transport, TransportScope::INTER_NODE).model == TransportModel::DIRECT)
+      out["node.intra.gpudirect_rdma"] = "false (GPUs reach the NIC through host memory)";
+  }
+  if (in.kind == IntraNodeKind::NVLINK_HYBRID_CUBE_MESH && !intra["links_per_pair"])
+    out["node.intra.links_per_pair"] = "1 (NVLink brick per directly linked GPU pair)";
+  if (!net["transport"])
+    out["network.transport"] = fmt::format("{} (by technology '{}')", p.network.transport, p.network.technology);
+  if (!net["connections_per_peer"] &&
+      transport_by_name(p.network.transport, TransportScope::INTER_NODE).model == TransportModel::SOCKET)
+    out["network.connections_per_peer"] =
+        fmt::format("{} (transport {}'s default)",
+                    transport_by_name(p.network.transport, TransportScope::INTER_NODE).default_connections_per_peer,
+                    p.network.transport);
+  if (p.network.topology == TopologyKind::STAR && !net["backbone_bandwidth_Bps"])
+    out["network.backbone_bandwidth_Bps"] = "0 (a non-blocking switch)";
+  if (p.network.topology == TopologyKind::DRAGONFLY && !net["dragonfly"]["global_link_bandwidth_Bps"])
+    out["network.dragonfly.global_link_bandwidth_Bps"] =
+        fmt::format("{:g} (network.link_bandwidth_Bps)", p.network.link_bandwidth_Bps);
+  if (!root["storage"]) out["storage.kind"] = "none (no storage section: predictions with --data real are refused)";
+  else if (p.storage.kind == StorageKind::LOCAL_SSD && !root["storage"]["metadata_ops_per_s"])
+    out["storage.metadata_ops_per_s"] = "0 (file opens not modelled on a local SSD)";
+  if (!root["collective_library"])
+    out["collective_library"] = "none named (the framework's library, else GPU nodes nccl-2.7, CPU nodes openmpi-4.0)";
+  return out;
+}
+
+// Highest figures any catalogued part reaches, for the unit-slip warnings: a figure above one is no
+// error of range (docs/platform-schema.md bounds), but no built hardware reaches it.
+// NIC port: 800 Gb/s = 100e9 B/s per direction (XDR InfiniBand, NVIDIA ConnectX-8 / Quantum-X800, 2024).
+constexpr double FASTEST_NIC_PORT_Bps = 100e9;
+// Intra-node link per GPU or process pair: 900 GB/s per direction (NVLink 5 on B200, 18 links x 50 GB/s,
+// NVIDIA Blackwell datasheet); above any PCIe (PCIe 6.0 x16: 121 GB/s) or memory copy path.
+constexpr double FASTEST_INTRA_LINK_Bps = 900e9;
+// Node memory: no cluster node in the catalog has under 1 GiB; smaller is gigabytes written as bytes.
+constexpr double SMALLEST_NODE_MEMORY_B = 1024.0 * 1024 * 1024;
+constexpr double BITS_PER_BYTE = 8;
+
+std::vector<std::string> reach_warnings(const YAML::Node& root, const Platform& p, const yaml::Origin& origin) {
+  std::vector<std::string> out;
+  auto at = [&](const YAML::Node& n) { return origin.where(n); };
+  if (p.network.link_bandwidth_Bps > FASTEST_NIC_PORT_Bps)
+    out.push_back(fmt::format(
+        "{}: network: field 'link_bandwidth_Bps' is {:g} B/s ({:g} Gb/s per port), above any NIC port ({:g} Gb/s, "
+        "XDR InfiniBand); if {:g} is in bits per second, write {:g} (bytes per second)",
+        at(root["network"]["link_bandwidth_Bps"]), p.network.link_bandwidth_Bps,
+        p.network.link_bandwidth_Bps * BITS_PER_BYTE / 1e9, FASTEST_NIC_PORT_Bps * BITS_PER_BYTE / 1e9,
+        p.network.link_bandwidth_Bps, p.network.link_bandwidth_Bps / BITS_PER_BYTE));
+  if (p.node.intra.link_bandwidth_Bps > FASTEST_INTRA_LINK_Bps)
+    out.push_back(fmt::format(
+        "{}: node.intra: field 'link_bandwidth_Bps' is {:g} B/s, above any intra-node link ({:g} B/s per direction, "
+        "NVLink 5 per GPU); if {:g} is in bits per second, write {:g} (bytes per second)",
+        at(root["node"]["intra"]["link_bandwidth_Bps"]), p.node.intra.link_bandwidth_Bps, FASTEST_INTRA_LINK_Bps,
+        p.node.intra.link_bandwidth_Bps, p.node.intra.link_bandwidth_Bps / BITS_PER_BYTE));
+  if (p.node.memory_B > 0 && p.node.memory_B < SMALLEST_NODE_MEMORY_B && p.node.cpu != "host")
+    out.push_back(fmt::format("{}: node: field 'memory_B' is {:g} bytes, less than any cluster node's memory; if {:g} "
+                              "is in gigabytes, write {:g} (bytes)",
+                              at(root["node"]["memory_B"]), p.node.memory_B, p.node.memory_B, p.node.memory_B * 1e9));
+  return out;
 }
 
 }  // namespace
@@ -677,6 +751,12 @@ Platform load_platform(const std::string& name_or_file) {
     p.collective_library_at = r.origin().where(lib);
   }
   if (root["storage"]) parse_storage(r, root["storage"], p);
+  p.defaults_used = defaults_of(root, p);
+  p.warnings = reach_warnings(root, p, r.origin());
+  // Each warning once per process, however often the file is loaded (a sweep loads it per point).
+  static std::set<std::string> warned;
+  for (const auto& w : p.warnings)
+    if (warned.insert(w).second) std::cerr << "dtsim: warning: " << w << '\n';
   return p;
 }
 

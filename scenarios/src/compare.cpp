@@ -8,7 +8,9 @@
 #include <set>
 
 #include "common/errors.hpp"
+#include "common/json_limits.hpp"
 #include "scenarios/compare.hpp"
+#include "scenarios/src/result_store.hpp"
 
 namespace dtsim::scenarios {
 
@@ -47,9 +49,17 @@ Table results_table(const std::string& out_dir, const std::vector<SweepPoint>& p
   std::map<std::string, nlohmann::json> by_id;
   std::ifstream in(std::filesystem::path(out_dir) / "results.jsonl");
   std::string line;
+  int line_number = 0;
   while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("id")) by_id[j["id"].get<std::string>()] = j;
+    ++line_number;
+    nlohmann::json j;
+    try {  // the sweep that just ran wrote the file; a line it cannot have written is skipped
+      j = parse_json(line, fmt::format("results.jsonl, line {}", line_number), "sweep result record",
+                     {SWEEP_RECORD_MAX_BYTES});
+    } catch (const InputError&) {
+      continue;
+    }
+    if (j.is_object() && j.contains("id") && j["id"].is_string()) by_id[j["id"].get<std::string>()] = j;
   }
   Table t({"point", "platform", "workers", "nodes", "ps", "throughput_samples_per_s", "efficiency_pct",
            "iteration_ms", "compute_ms", "exposed_comm_ms", "io_stall_ms", "bottleneck"});

@@ -65,14 +65,21 @@ int baseline_ps(const Scenario& s) {
   return s.ps[static_cast<std::size_t>(smallest)];
 }
 
-sim::PointResult run_point(const Prepared& p, int workers, int ps, const std::string& trace_path) {
+sim::TrainingPoint point_of(const Prepared& p, int workers, int ps, const std::string& trace_path) {
   sim::TrainingPoint point = p.base;
   point.workers = workers;
   point.ps_servers = is_ps(point.strategy) ? ps : 0;
   point.trace_path = trace_path;
+  return point;
+}
+
+const calibrate::ComputeProfile& profile_of(const Prepared& p, int workers) {
   const bool across_nodes = workers > workers_per_node(p);
-  return sim::simulate_training(p.platform, across_nodes && p.multi_node_profile ? *p.multi_node_profile : p.profile,
-                                point);
+  return across_nodes && p.multi_node_profile ? *p.multi_node_profile : p.profile;
+}
+
+sim::PointResult run_point(const Prepared& p, int workers, int ps, const std::string& trace_path) {
+  return sim::simulate_training(p.platform, profile_of(p, workers), point_of(p, workers, ps, trace_path));
 }
 
 // The simulated points of one prediction, keyed by (workers, servers): the rest of the point is the
@@ -331,6 +338,9 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOp
   int baseline_servers = baseline_ps(s);
   std::vector<PsSearch> searches;
   if (search) {
+    // A set-up no server count makes possible (workers that need more nodes than the platform has) is
+    // refused before any candidate is simulated: one server is the count that needs the fewest nodes.
+    for (int w : s.workers) sim::check_training(p.platform, profile_of(p, w), point_of(p, w, 1, ""));
     for (int w : s.workers) searches.emplace_back(p, w);
     if (!one_listed) searches.emplace_back(p, 1);
     for (;;) {

@@ -13,6 +13,7 @@
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
+#include "common/json_limits.hpp"
 
 namespace dtsim::scenarios {
 namespace fs = std::filesystem;
@@ -115,14 +116,24 @@ std::vector<json> read_records(const fs::path& path, bool& clean) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!text.empty() && text.back() != '\n') clean = false;
   std::size_t start = 0;
+  int line_number = 0;
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
     const std::string line = text.substr(start, end - start);
     start = end + 1;
+    ++line_number;
     if (line.empty()) continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("id") || !j.contains("status")) {
+    json j;
+    try {
+      j = parse_json(line, fmt::format("{}, line {}", path.string(), line_number), "sweep result record",
+                     {SWEEP_RECORD_MAX_BYTES});
+    } catch (const InputError&) {  // torn, damaged, too large or too deep: the point runs again
+      clean = false;
+      continue;
+    }
+    if (!j.is_object() || !j.contains("id") || !j["id"].is_string() || !j.contains("status") ||
+        !j["status"].is_string()) {
       clean = false;
       continue;
     }

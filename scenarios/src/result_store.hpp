@@ -14,6 +14,10 @@
 
 namespace dtsim::scenarios {
 
+// Largest results.jsonl line read: a point's record (its result rows, sim::MAX_RESOURCES_REPORTED
+// resources each, the echoed point) is a few kilobytes; a larger line is not one dtsim wrote.
+inline constexpr std::size_t SWEEP_RECORD_MAX_BYTES = 1 << 20;
+
 // The results of one sweep in one output directory.
 class ResultStore {
  public:

@@ -20,6 +20,9 @@ namespace {
 // faster than a microsecond (a kernel launch alone takes ~5 us on a GPU); 1e300 samples/s would
 // scale kernel times to 1e-298 s, below what the simulator's clock can add.
 constexpr double MIN_ANCHORED_ITERATION_S = 1e-6;
+// Longest single-worker iteration an anchor may imply: no training step takes an hour (one ImageNet
+// epoch at batch 32, 40,000 steps, would take 4.6 years); 1e-9 samples/s at batch 1 is a 1e9 s step.
+constexpr double MAX_ANCHORED_ITERATION_S = 3600;
 
 }  // namespace
 
@@ -73,6 +76,10 @@ void check_scenario(const Scenario& s) {
     throw InputError(fmt::format("--anchor: {:g} samples/s at batch {} means an iteration under {:g} s; expected a "
                                  "measured single-worker throughput",
                                  *s.anchor_samples_per_s, s.batch, MIN_ANCHORED_ITERATION_S));
+  if (s.anchor_samples_per_s && s.batch / *s.anchor_samples_per_s > MAX_ANCHORED_ITERATION_S)
+    throw InputError(fmt::format("--anchor: {:g} samples/s at batch {} means an iteration over {:g} s; expected a "
+                                 "measured single-worker throughput in samples per second",
+                                 *s.anchor_samples_per_s, s.batch, MAX_ANCHORED_ITERATION_S));
 }
 
 Scenario parse_scenario_node(const YAML::Node& node, const yaml::Origin& origin) {

@@ -263,6 +263,7 @@ class Replay final : public ReplayServices {
     std::vector<Interval> compute, comm, io;
     double io_stall_s = 0;
     double forward_start_s = 0, backward_end_s = 0;
+    double requested_compute_s = 0;  // the compute durations asked for (device factor in, interference not)
   };
 
   void compute_named(int r, int it, double seconds, std::string what, TraceRecorder::Args args, Callback done) {
@@ -275,6 +276,7 @@ class Replay final : public ReplayServices {
                      Callback done) {
     ++activities_;
     const double t0 = world_.now();
+    if (r == 0) rank0_[static_cast<std::size_t>(it)].requested_compute_s += seconds;
     world_.compute(r, seconds, [this, r, it, t0, phase, what = std::move(what), args = std::move(args), done = std::move(done)] {
       const double t1 = world_.now();
       if (r == 0) {
@@ -764,6 +766,11 @@ PointResult Replay::result() const {
     const double bwd_end = std::clamp(ri.backward_end_s, fwd, hi);
     res.breakdown.exposed_before_forward_s += idle_in(lo, fwd) / measured;
     res.breakdown.exposed_after_backward_s += idle_in(bwd_end, hi) / measured;
+    // Every compute call asks for its calibrated time x factor(r, it); what it took beyond that is the
+    // interference of overlapped collectives.
+    const double asked_s = ri.requested_compute_s, f = factor(0, it);
+    res.breakdown.compute_variability_s += (f > 0 ? asked_s - asked_s / f : 0.0) / measured;
+    res.breakdown.overlap_slowdown_s += (compute_s - asked_s) / measured;
   }
   res.inter_node_bytes = inter_node_B_ / iters_;
   res.intra_node_bytes = intra_node_B_ / iters_;

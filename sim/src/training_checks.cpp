@@ -105,4 +105,9 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
   return layout;
 }
 
+void check_training(const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
+                    const TrainingPoint& point) {
+  (void)check_training_point(platform, profile, point);
+}
+
 }  // namespace dtsim::sim

@@ -72,6 +72,8 @@ const std::vector<ResultField>& result_fields() {
       field<&PointResult::busiest_nic_server>("busiest_nic_server", false),
       field<&PointResult::breakdown, &Breakdown::exposed_before_forward_s>("exposed_before_forward_s", false),
       field<&PointResult::breakdown, &Breakdown::exposed_after_backward_s>("exposed_after_backward_s", false),
+      field<&PointResult::breakdown, &Breakdown::compute_variability_s>("compute_variability_s", false),
+      field<&PointResult::breakdown, &Breakdown::overlap_slowdown_s>("overlap_slowdown_s", false),
       field<&PointResult::resources>("resources", false),
   };
   return fields;

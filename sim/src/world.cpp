@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <fmt/format.h>
 #include <string>
 #include <map>
@@ -219,15 +220,21 @@ struct World::Impl {
     for (const auto& [id, job] : d.jobs) next_s = std::min(next_s, job.remaining_s);
     d.timer = simgrid::kernel::timer::Timer::set(now + next_s / d.rate, [this, host] { jobs_due(host); });
   }
-  // A job ends when less than a picosecond of it is left (a few at once if they end together).
+  // A job ends when less than a picosecond of it is left (a few at once if they end together), or less
+  // than the clock can still add at this date: past ~8,000 s of simulated time a double's step exceeds
+  // 1 ps, and a job a step short of its end re-armed its timer at the same date forever.
   static constexpr double JOB_END_TOLERANCE_S = 1e-12;
+  static constexpr double CLOCK_STEPS_OF_TOLERANCE = 4;
   void jobs_due(const s4u::Host* host) {
     Device& d = devices[host];
     d.timer = nullptr;  // the engine frees the timer that fires
     settle(host);
+    const double now = d.since_s;
+    const double clock_step_s = std::nextafter(now, std::numeric_limits<double>::infinity()) - now;
+    const double tolerance_s = std::max(JOB_END_TOLERANCE_S, CLOCK_STEPS_OF_TOLERANCE * clock_step_s);
     std::vector<std::function<void()>> ended;
     for (auto it = d.jobs.begin(); it != d.jobs.end();) {
-      if (it->second.remaining_s <= d.rate * JOB_END_TOLERANCE_S) {
+      if (it->second.remaining_s <= d.rate * tolerance_s) {
         ended.push_back(std::move(it->second.done));
         it = d.jobs.erase(it);
         --timers_in_flight;

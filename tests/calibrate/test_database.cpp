@@ -245,3 +245,53 @@ TEST_CASE("calibrate::CalibrationDb: the shipped database carries a valid checks
   CHECK(read_all(shipped).find("\"checksum\"") != std::string::npos);
   CHECK(dtsim::calibrate::CalibrationDb::load(shipped).size() > 0);
 }
+
+TEST_CASE("calibrate::CalibrationDb: nesting past the JSON depth bound is one InputError line, not a crash",
+          "[calibrate]") {
+  const std::string path = temp_path("deep.json");
+  // 100,000 levels inside `entries` killed `predict` and `calibrate report` with SIGSEGV.
+  const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
+  std::ofstream(path) << R"({"format": "dtsim-calibration", "version": 2, "hosts": [{"entries": )" << deep << "}]}";
+  try {
+    dtsim::calibrate::CalibrationDb::load(path);
+    FAIL("expected an InputError");
+  } catch (const dtsim::InputError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find(path + ": calibration database nests arrays and objects deeper than 64 levels") == 0);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+  // At the bound: 64 levels in all (the document, hosts, a host and 61 arrays in entries) are read, and
+  // the reader goes on to the schema.
+  std::ofstream(path) << R"({"format": "dtsim-calibration", "version": 2, "hosts": [{"entries": )"
+                      << std::string(61, '[') << std::string(61, ']') << "}]}";
+  try {
+    dtsim::calibrate::CalibrationDb::load(path);
+    FAIL("expected an InputError");
+  } catch (const dtsim::InputError& e) {
+    CHECK(std::string(e.what()).find("deeper than") == std::string::npos);
+    CHECK(std::string(e.what()).find("$.hosts[0].backend") != std::string::npos);
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("calibrate::CalibrationDb: a file past the 64 MiB size bound is refused before it is read", "[calibrate]") {
+  const std::string path = temp_path("huge_size.json");
+  constexpr std::uintmax_t BOUND_B = 64u << 20;
+  { std::ofstream create(path); }
+  std::filesystem::resize_file(path, BOUND_B + 1);  // sparse: nothing is written
+  try {
+    dtsim::calibrate::CalibrationDb::load(path);
+    FAIL("expected an InputError");
+  } catch (const dtsim::InputError& e) {
+    CHECK(std::string(e.what()) == path + ": calibration database is 67,108,865 bytes; expected at most 67,108,864 "
+                                          "bytes; fix or remove it, it was not modified");
+  }
+  std::filesystem::resize_file(path, BOUND_B);  // at the bound it is read (and its zero bytes are no JSON)
+  try {
+    dtsim::calibrate::CalibrationDb::load(path);
+    FAIL("expected an InputError");
+  } catch (const dtsim::InputError& e) {
+    CHECK(std::string(e.what()).find("is not valid JSON (byte 1)") != std::string::npos);
+  }
+  std::remove(path.c_str());
+}

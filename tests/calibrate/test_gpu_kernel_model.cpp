@@ -350,3 +350,24 @@ TEST_CASE("calibrate::GpuKernelModel: the H200 times convolutions from the H100'
   CHECK(fp32->fitted_on == "h100-sxm5");
   CHECK(fp16->fitted_on == "v100-sxm2-16gb");
 }
+
+TEST_CASE("calibrate::GpuKernelModel: nesting and size past the JSON bounds are one-line InputErrors", "[calibrate]") {
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("dtsim_gk_bounds_" + std::to_string(::getpid()) + ".json")).string();
+  auto error_of = [&] {
+    try {
+      (void)calibrate::GpuKernelModel::load(path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::ofstream(path) << R"({"devices": )" << std::string(100'000, '[') << std::string(100'000, ']') << "}";
+  CHECK(error_of() == path + ": GPU kernel model nests arrays and objects deeper than 64 levels; expected at most 64");
+  std::ofstream(path) << R"({"devices": {"x": )" << std::string(62, '[') << std::string(62, ']') << "}}";  // 64 levels
+  CHECK(error_of().find("deeper than") == std::string::npos);
+  { std::ofstream create(path); }
+  std::filesystem::resize_file(path, (16u << 20) + 1);
+  CHECK(error_of() == path + ": GPU kernel model is 16,777,217 bytes; expected at most 16,777,216 bytes");
+  std::filesystem::remove(path);
+}

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -62,6 +63,32 @@ TEST_CASE("platforms::cli: platform check prints the summary of a shipped platfo
   CHECK(aws.output.find("\"p2p_level\": \"pxb\"") != std::string::npos);
   CHECK(aws.output.find("\"gpu_pairs_staged_via_host_memory\": true") != std::string::npos);
   CHECK(j.output.find("\"p2p_level\": null") != std::string::npos);  // NVLink node
+}
+
+TEST_CASE("platforms::cli: platform check lists the defaults a file takes and the figures no hardware reaches",
+          "[platforms][cli]") {
+  const Run pitzer = run_dtsim("platform check pitzer-gpu");
+  CHECK(pitzer.exit_code == 0);
+  CHECK(pitzer.output.find("default node.intra.gpudirect_rdma") != std::string::npos);
+  CHECK(pitzer.output.find("false (GPUs reach the NIC through host memory)") != std::string::npos);
+  const Run j = run_dtsim("platform check pitzer-gpu --format json");
+  CHECK(j.output.find("\"defaults_used\": {") != std::string::npos);
+  CHECK(j.output.find("\"warnings\": []") != std::string::npos);
+  // 400 Gb/s written as 400e9 B/s: loads, with the unit slip named on stderr and in the summary.
+  const auto path = std::filesystem::temp_directory_path() / ("dtsim_pcli_bits_" + std::to_string(::getpid()) + ".yaml");
+  std::ifstream shipped(std::string(DTSIM_SOURCE_DIR) + "/platforms/dgx-h100-superpod.yaml");
+  std::stringstream text;
+  text << shipped.rdbuf();
+  std::string yaml = text.str();
+  const auto at = yaml.find("link_bandwidth_Bps: 50.0e9");
+  REQUIRE(at != std::string::npos);
+  yaml.replace(at, std::string("link_bandwidth_Bps: 50.0e9").size(), "link_bandwidth_Bps: 400e9");
+  std::ofstream(path) << yaml;
+  const Run bits = run_dtsim("platform check " + path.string());
+  CHECK(bits.exit_code == 0);
+  CHECK(bits.output.find("dtsim: warning: " + path.string()) != std::string::npos);  // stderr
+  CHECK(bits.output.find("if 4e+11 is in bits per second, write 5e+10") != std::string::npos);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("platforms::cli: a bad platform file exits 2 with a one-line error", "[platforms][cli]") {

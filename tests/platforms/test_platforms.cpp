@@ -48,6 +48,7 @@ const std::string GPU_NODE =
     "  gpu: v100-sxm2-32gb\n"
     "  gpus: 8\n"
     "  memory_B: 768e9\n"
+    "  nics: 4\n"
     "  source: test\n"
     "  intra:\n"
     "    kind: nvlink-hybrid-cube-mesh\n"
@@ -360,4 +361,49 @@ TEST_CASE("platforms::load_platform: collective_library names the site's library
                  "'collective_library' must not be empty"));
   CHECK(contains(error_of("lib_key", replace(BASE, "nodes: 8\n", "nodes: 8\ncollective_library: {name: x}\n")),
                  "collective_library"));
+}
+
+TEST_CASE("platforms::load_platform: node.nics is required, not left to a default", "[platforms]") {
+  const auto msg = error_of("no_nics", replace(BASE, "  nics: 1\n", ""));
+  CHECK(contains(msg, "no_nics.yaml:"));
+  CHECK(contains(msg, "missing required field 'nics'"));
+}
+
+TEST_CASE("platforms::load_platform: every optional field left out is listed with the value taken", "[platforms]") {
+  const Platform p = load_text("defaults", BASE);
+  // BASE leaves out the transports, the star's backbone, storage and the collective library.
+  CHECK(p.defaults_used.at("node.intra.transport") == "shm (by intra kind shared-memory)");
+  CHECK(contains(p.defaults_used.at("network.transport"), "(by technology 'EDR InfiniBand')"));
+  CHECK(p.defaults_used.at("network.backbone_bandwidth_Bps") == "0 (a non-blocking switch)");
+  CHECK(contains(p.defaults_used.at("storage.kind"), "none"));
+  CHECK(contains(p.defaults_used.at("collective_library"), "none named"));
+  CHECK(p.defaults_used.size() == 5);
+  // Stating a field removes it from the list.
+  const Platform stated = load_text("stated", replace(BASE, "  topology: star\n",
+                                                      "  topology: star\n  backbone_bandwidth_Bps: 0\n"));
+  CHECK(stated.defaults_used.count("network.backbone_bandwidth_Bps") == 0);
+  CHECK(p.warnings.empty());
+}
+
+TEST_CASE("platforms::load_platform: a figure no catalogued hardware reaches is a warning naming the unit slip",
+          "[platforms]") {
+  // 400 Gb/s written as 400e9 B/s: accepted (within the physical bounds) but 3.2 Tb/s per port.
+  const Platform nic = load_text("nic_bits", replace(BASE, "link_bandwidth_Bps: 12.5e9", "link_bandwidth_Bps: 400e9"));
+  REQUIRE(nic.warnings.size() == 1);
+  INFO(nic.warnings[0]);
+  CHECK(contains(nic.warnings[0], "nic_bits.yaml:18: network: field 'link_bandwidth_Bps' is 4e+11 B/s (3200 Gb/s"));
+  CHECK(contains(nic.warnings[0], "if 4e+11 is in bits per second, write 5e+10 (bytes per second)"));
+  // The fastest NIC port (800 Gb/s = 100e9 B/s) itself is no warning.
+  CHECK(load_text("nic_xdr", replace(BASE, "link_bandwidth_Bps: 12.5e9", "link_bandwidth_Bps: 100e9")).warnings.empty());
+  const Platform mem = load_text("mem_gb", replace(BASE, "memory_B: 192e9", "memory_B: 192"));
+  REQUIRE(mem.warnings.size() == 1);
+  CHECK(contains(mem.warnings[0], "mem_gb.yaml:7: node: field 'memory_B' is 192 bytes"));
+  CHECK(contains(mem.warnings[0], "write 1.92e+11"));
+}
+
+TEST_CASE("platforms::load_platform: no shipped platform warns", "[platforms]") {
+  for (const auto& name : dtsim::platforms::platform_names()) {
+    INFO(name);
+    CHECK(load_platform(name).warnings.empty());
+  }
 }

@@ -18,7 +18,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 const std::string EDR_STAR =
     "name: test\ndescription: t\nnodes: 4\n"
-    "node:\n  cpu: xeon-gold-6148\n  cpu_sockets: 2\n  memory_B: 192e9\n  source: t\n"
+    "node:\n  cpu: xeon-gold-6148\n  cpu_sockets: 2\n  memory_B: 192e9\n  nics: 1\n  source: t\n"
     "  intra:\n    kind: shared-memory\n    link_bandwidth_Bps: 10e9\n    latency_s: 0.4e-6\n    source: t\n"
     "network:\n  technology: TECH\n  topology: star\n  link_bandwidth_Bps: 12.5e9\n  latency_s: 1.0e-7\n"
     "  protocol_efficiency: 0.96\n  per_message_overhead_s: 0.7e-6\n  source: t\nEXTRA";
@@ -170,7 +170,7 @@ TEST_CASE("platforms::load_platform: bad transport fields name file, line and fi
   };
   const std::string unknown = error_of("EDR InfiniBand", "  transport: udp\n");
   CHECK(contains(unknown, "dtsim_ttest_"));
-  CHECK(contains(unknown, ":22:"));
+  CHECK(contains(unknown, ":23:"));
   CHECK(contains(unknown, "field 'transport' must be one of rdma, rdma-host-staged, tcp, ideal, got 'udp'"));
   CHECK(contains(error_of("EDR InfiniBand", "  transport: nvlink\n"), "got 'nvlink'"));
   CHECK(contains(error_of("Myrinet", ""), "missing field 'transport' (no default for this technology"));

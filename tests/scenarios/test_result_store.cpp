@@ -105,3 +105,25 @@ TEST_CASE("scenarios::ResultStore: consolidation removes temporaries a killed re
   CHECK(fs::exists(dir / "results.csv"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("scenarios::ResultStore: a results line past the depth or size bound is dropped like a torn one") {
+  const fs::path dir = fresh_dir("bounds");
+  const auto pts = two_points();
+  ResultStore store(dir, pts);
+  const std::string ok = R"({"id": "0000000000000000", "status": "ok", "inputs": "a"})";
+  // At the bounds (64 levels, SWEEP_RECORD_MAX_BYTES) a record is read; one level or byte more, it is not.
+  auto nested = [](int levels) { return std::string(levels, '[') + std::string(levels, ']'); };
+  const std::string deep_ok = R"({"id": "0000000000000001", "status": "ok", "x": )" + nested(63) + "}";
+  const std::string deep_bad = R"({"id": "0000000000000001", "status": "ok", "x": )" + nested(100'000) + "}";
+  std::string sized = R"({"id": "0000000000000001", "status": "ok", "x": ")";
+  sized += std::string(SWEEP_RECORD_MAX_BYTES - sized.size() - 2, 'a') + "\"}";
+  REQUIRE(sized.size() == SWEEP_RECORD_MAX_BYTES);
+  const std::string oversized = sized.substr(0, sized.size() - 2) + "a\"}";
+  const std::string bad_status = R"({"id": "0000000000000001", "status": 1})";
+  for (const auto& [second, read] : std::vector<std::pair<std::string, bool>>{
+           {deep_ok, true}, {deep_bad, false}, {sized, true}, {oversized, false}, {bad_status, false}}) {
+    std::ofstream(dir / "results.jsonl") << ok << "\n" << second << "\n";
+    CHECK(store.done(false).size() == (read ? 2u : 1u));
+  }
+  fs::remove_all(dir);
+}
