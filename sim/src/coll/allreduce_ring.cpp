@@ -74,14 +74,6 @@ void ring_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
     w.transfer(w.worker_host(ranks[i]), w.worker_host(ranks[(i + 1) % n]), steps * bytes / n, all);
 }
 
-std::string ring_signature(const std::vector<std::vector<int>>& channels, double bytes) {
-  std::string key = fmt::format("ring {:.17g}:", bytes);
-  for (const auto& ranks : channels) {
-    for (int r : ranks) key += fmt::format("{},", r);
-    key += ';';
-  }
-  return key;
-}
 
 // Every channel's ring over its share of the bytes, at once; done when the last one ends.
 void rings_coarse(World& w, const std::vector<std::vector<int>>& channels, double bytes, Done done) {
@@ -104,42 +96,11 @@ void ring_start(World& world, const std::vector<int>& ranks, double bytes, CommM
     for (const auto& c : channels) ring_fine(world, c, bytes / static_cast<double>(channels.size()), all);
     return;
   }
-  if (world.transfers_in_flight() != 0) {
-    rings_coarse(world, channels, bytes, std::move(done));
-    return;
-  }
-  // Reuse: an identical ring that ran alone on the network took exactly this long and moved these bytes
-  // over each link; only when nothing else is in flight now either (later flows starting inside the
-  // window are not seen). Not while link usage over time is recorded (--trace): that needs the flows.
-  if (world.recording_link_usage()) {
-    rings_coarse(world, channels, bytes, std::move(done));
-    return;
-  }
-  const std::string key = ring_signature(channels, bytes);
-  auto& cache = world.duration_cache();
-  if (auto it = cache.find(key); it != cache.end()) {
-    world.after(it->second.duration_s, [&world, &charge = it->second.link_B, done = std::move(done)]() {
-      world.charge_links(charge);  // counted when the reused ring ends, as a flow's bytes are
-      done();
-    });
-    return;
-  }
-  const double t0 = world.now();
-  const std::int64_t f0 = world.flows_started();
-  const auto own_flows = static_cast<std::int64_t>(ranks.size() * channels.size());
-  rings_coarse(world, channels, bytes,
-               [&world, key, t0, f0, own_flows, before = world.flow_link_bytes(), done = std::move(done)]() {
-                 if (world.flows_started() - f0 == own_flows) {
-                   World::CachedCollective entry{world.now() - t0, {}};
-                   const std::vector<double> after = world.flow_link_bytes();
-                   for (std::size_t id = 0; id < after.size(); ++id) {
-                     const double moved = after[id] - (id < before.size() ? before[id] : 0.0);
-                     if (moved > 0) entry.link_B.emplace_back(static_cast<int>(id), moved);
-                   }
-                   world.duration_cache()[key] = std::move(entry);
-                 }
-                 done();
-               });
+  // Reuse of an identical ring that ran alone (coll::run_alone_or_reuse): exact where nothing else is
+  // in flight now either (later flows starting inside the window are not seen).
+  coll::run_alone_or_reuse(world, coll::collective_signature("ring", channels, bytes), static_cast<std::int64_t>(ranks.size() * channels.size()),
+                           [&world, channels, bytes](Done d) { rings_coarse(world, channels, bytes, std::move(d)); },
+                           std::move(done));
 }
 
 }  // namespace

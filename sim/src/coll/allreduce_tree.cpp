@@ -257,14 +257,21 @@ void tree_start(World& world, const std::vector<int>& ranks, double bytes, CommM
   // carry that channel's inter-node edges.
   const auto channels = coll::rail_channels(world, ranks);
   const double share_B = bytes / static_cast<double>(channels.size());
-  auto all = coll::countdown(static_cast<int>(channels.size()), std::move(done));
-  for (const auto& c : channels) {
-    if (mode == CommMode::FINE) {
-      tree_fine(world, c, share_B, all);
-    } else {
-      tree_coarse(world, c, share_B, all);
-    }
+  if (mode == CommMode::FINE) {
+    auto all = coll::countdown(static_cast<int>(channels.size()), std::move(done));
+    for (const auto& c : channels) tree_fine(world, c, share_B, all);
+    return;
   }
+  // Coarse: 2 trees x (n - 1) edges x 2 directions of flows per channel; an identical set of trees that
+  // ran alone is reused (coll::run_alone_or_reuse), as the ring is.
+  std::int64_t own_flows = 0;
+  for (const auto& c : channels) own_flows += 4 * (static_cast<std::int64_t>(c.size()) - 1);
+  coll::run_alone_or_reuse(world, coll::collective_signature("tree", channels, bytes), own_flows,
+                           [&world, channels, share_B](Done d) {
+                             auto all = coll::countdown(static_cast<int>(channels.size()), std::move(d));
+                             for (const auto& c : channels) tree_coarse(world, c, share_B, all);
+                           },
+                           std::move(done));
 }
 
 ByteSplit tree_bytes(const RankGeometry& g, double bytes) {

@@ -2,6 +2,7 @@
 // (allreduce_ring.cpp, ...) and is listed once in table.cpp, the way SMPI registers its
 // `allreduce-*` algorithms: selection, --help text and error messages are generated from the table.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -76,6 +77,15 @@ namespace coll {
 std::function<void()> countdown(int count, Done done);
 // Ranks grouped by node in order of first appearance.
 std::vector<std::vector<int>> group_by_node(const World& world, const std::vector<int>& ranks);
+// Coarse collectives that run alone on the network are replayed, not simulated again: `run` starts the
+// collective (`own_flows` flows) and calls its argument at the end. When no other transfer is in flight
+// and link usage over time is not recorded (--trace), a collective of the same `key` that ran alone before
+// is reused: its duration is waited and the bytes it moved over each link are charged when it ends. The
+// first run of a key is measured and cached only if no other flow started during it.
+void run_alone_or_reuse(World& w, const std::string& key, std::int64_t own_flows, const std::function<void(Done)>& run,
+                        Done done);
+// A key for run_alone_or_reuse: the algorithm, the bytes and the ranks of each channel in order.
+std::string collective_signature(const std::string& algorithm, const std::vector<std::vector<int>>& channels, double bytes);
 // A ring of `steps` steps of bytes/n (ring_pass.cpp): fine mode sends every step, coarse mode one flow per
 // edge carrying all steps' chunks plus the other steps' latencies.
 void ring_pass(World& w, const std::vector<int>& ranks, double bytes, int steps, CommMode mode, Done done);

@@ -1,6 +1,8 @@
 // A ring pass shared by the ring-shaped collectives: `steps` steps, each rank sending bytes/n to its right
 // neighbour once it has sent its previous step and received that step from its left. Reduce-scatter and
 // allgather are n-1 steps (NCCL's ring algorithm for both; Thakur, Rabenseifner & Gropp 2005).
+#include <fmt/format.h>
+
 #include <memory>
 
 #include "sim/src/coll/collective.hpp"
@@ -8,19 +10,28 @@
 
 namespace dtsim::sim::coll {
 
+namespace {
+// One flow per ring edge carries every step's chunk; it pays one step latency, the others come after.
+void ring_pass_coarse(World& w, const std::vector<int>& ranks, double bytes, int steps, Done done) {
+  const int n = static_cast<int>(ranks.size());
+  double step_latency_s = 0;
+  for (int i = 0; i < n; ++i)
+    step_latency_s = std::max(step_latency_s, w.message_latency_s(w.worker_host(ranks[i]),
+                                                                  w.worker_host(ranks[(i + 1) % n]), bytes / n));
+  auto all = countdown(n, [&w, steps, step_latency_s, done = std::move(done)]() {
+    w.after((steps - 1) * step_latency_s, done);
+  });
+  for (int i = 0; i < n; ++i)
+    w.transfer(w.worker_host(ranks[i]), w.worker_host(ranks[(i + 1) % n]), steps * bytes / n, all);
+}
+}  // namespace
+
 void ring_pass(World& w, const std::vector<int>& ranks, double bytes, int steps, CommMode mode, Done done) {
   const int n = static_cast<int>(ranks.size());
   if (mode == CommMode::COARSE) {
-    // One flow per ring edge carries every step's chunk; it pays one step latency, the others come after.
-    double step_latency_s = 0;
-    for (int i = 0; i < n; ++i)
-      step_latency_s = std::max(step_latency_s, w.message_latency_s(w.worker_host(ranks[i]),
-                                                                    w.worker_host(ranks[(i + 1) % n]), bytes / n));
-    auto all = countdown(n, [&w, steps, step_latency_s, done = std::move(done)]() {
-      w.after((steps - 1) * step_latency_s, done);
-    });
-    for (int i = 0; i < n; ++i)
-      w.transfer(w.worker_host(ranks[i]), w.worker_host(ranks[(i + 1) % n]), steps * bytes / n, all);
+    run_alone_or_reuse(w, collective_signature(fmt::format("ring-pass {}", steps), {ranks}, bytes), n,
+                       [&w, ranks, bytes, steps](Done d) { ring_pass_coarse(w, ranks, bytes, steps, std::move(d)); },
+                       std::move(done));
     return;
   }
   struct State {

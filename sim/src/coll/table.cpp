@@ -94,6 +94,45 @@ void start_collective(World& world, const CollectiveAlgorithm& algorithm, const 
 
 namespace coll {
 
+std::string collective_signature(const std::string& algorithm, const std::vector<std::vector<int>>& channels, double bytes) {
+  std::string key = fmt::format("{} {:.17g}:", algorithm, bytes);
+  for (const auto& c : channels) {
+    for (int r : c) key += fmt::format("{},", r);
+    key += ';';
+  }
+  return key;
+}
+
+void run_alone_or_reuse(World& w, const std::string& key, std::int64_t own_flows, const std::function<void(Done)>& run,
+                        Done done) {
+  if (w.transfers_in_flight() != 0 || w.recording_link_usage()) {
+    run(std::move(done));
+    return;
+  }
+  auto& cache = w.duration_cache();
+  if (auto it = cache.find(key); it != cache.end()) {
+    w.after(it->second.duration_s, [&w, &charge = it->second.link_B, done = std::move(done)]() {
+      w.charge_links(charge);  // counted when the reused collective ends, as a flow's bytes are
+      done();
+    });
+    return;
+  }
+  const double t0 = w.now();
+  const std::int64_t f0 = w.flows_started();
+  run([&w, key, t0, f0, own_flows, before = w.flow_link_bytes(), done = std::move(done)]() {
+    if (w.flows_started() - f0 == own_flows) {
+      World::CachedCollective entry{w.now() - t0, {}};
+      const std::vector<double> after = w.flow_link_bytes();
+      for (std::size_t id = 0; id < after.size(); ++id) {
+        const double moved = after[id] - (id < before.size() ? before[id] : 0.0);
+        if (moved > 0) entry.link_B.emplace_back(static_cast<int>(id), moved);
+      }
+      w.duration_cache()[key] = std::move(entry);
+    }
+    done();
+  });
+}
+
 std::function<void()> countdown(int count, Done done) {
   auto left = std::make_shared<int>(count);
   auto fn = std::make_shared<Done>(std::move(done));
