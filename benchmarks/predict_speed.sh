@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Wall time of single predictions (targets: 128-worker ResNet-50 <= 2 s, 1,024 workers <= 5 s;
+# Wall time of single predictions (targets: 128-worker ResNet-50 <= 2 s, 1,024 workers <= 5 s; data
+# parallelism at 1,024-16,384 workers, below;
 # parameter servers: 1,024 workers x 256 servers <= 5 s, `--ps auto` at 128 workers <= 10 s).
 # Prints the CLI wall time and the simulation's own wall_s per point. Run on a quiet machine.
 #   benchmarks/predict_speed.sh [path/to/dtsim] [platform] [strategy]
@@ -23,6 +24,55 @@ print(f"resnet50 {p['workers']:>5} workers: CLI wall {wall:5.2f} s (target <= {t
       f"{p['throughput_samples_per_s']:.0f} img/s, efficiency {p['efficiency']:.3f}")
 PY
 done
+
+# Data parallelism at scale (issue targets): the default strategy (allreduce-auto: the collective library,
+# NCCL, picks per call), the ring, Horovod's runtime; median CLI wall of DP_REPEATS runs (default 3) after
+# a warm-up, with the peak RSS of the last run (/usr/bin/time). 16,384 workers: the ring only, one run.
+dp_repeats="${DP_REPEATS:-3}"
+dp_line() {  # label target_s target_GB repeats args...
+  local label="$1" target="$2" target_gb="$3" reps="$4"
+  shift 4
+  local walls=() json="" start end i rss_file
+  rss_file="$(mktemp)"
+  for ((i = 0; i <= reps; i++)); do
+    start=$(date +%s.%N)
+    if ! json="$(/usr/bin/time -f "%M" -o "$rss_file" timeout "$limit" "$dtsim" predict --model resnet50 \
+        --platform "$platform" --batch 64 --format json "$@")"; then
+      echo "resnet50 $label: stopped after ${limit} s (target <= ${target} s, SLOW)"
+      rm -f "$rss_file"
+      return 0
+    fi
+    end=$(date +%s.%N)
+    ((i > 0 || reps == 0)) && walls+=("$(python3 -c "print($end - $start)")")
+  done
+  python3 - "$json" "$label" "$target" "$target_gb" "$(cat "$rss_file")" "${walls[@]}" <<'PY'
+import json, statistics, sys
+p = json.loads(sys.argv[1])["points"][0]
+target, target_gb, rss_gb = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]) / 1e6
+walls = [float(w) for w in sys.argv[6:]]
+wall = statistics.median(walls)
+ok = wall <= target and rss_gb <= target_gb
+print(f"resnet50 {sys.argv[2]}: CLI wall median {wall:6.2f} s of {len(walls)} (target <= {target:.0f} s), "
+      f"peak RSS {rss_gb:.2f} GB (target <= {target_gb:.0f} GB), {'ok' if ok else 'SLOW'}; simulation "
+      f"{p['wall_s']:.2f} s, {p['flows']} flows, {p['throughput_samples_per_s']:.0f} img/s, efficiency {p['efficiency']:.3f}")
+PY
+  rm -f "$rss_file"
+}
+limit="${PS_TIMEOUT_S:-120}"
+dp_line "allreduce-auto  1024 workers" 1 4 "$dp_repeats" --workers 1024
+dp_line "allreduce-auto  4096 workers" 3 4 "$dp_repeats" --workers 4096
+dp_line "allreduce-ring  4096 workers" 2 4 "$dp_repeats" --workers 4096 --strategy allreduce-ring
+dp_line "horovod         1024 workers" 5 4 "$dp_repeats" --workers 1024 --framework horovod
+# 16,384 workers exceed Piz Daint's 5,320 nodes: the same system extended to 43 dragonfly groups (16,512
+# node slots), a speed test of the simulator, not a machine that exists.
+big="$(mktemp --suffix=.yaml)"
+sed -e 's/^nodes: 5320/nodes: 16384/' -e 's/^name: piz-daint/name: piz-daint-16k/' \
+    -e 's/groups: 14 /groups: 43 /' "$here/platforms/piz-daint.yaml" > "$big"
+platform_saved="$platform"
+platform="$big"
+dp_line "allreduce-ring 16384 workers (Piz Daint x 3.1)" 30 4 0 --workers 16384 --strategy allreduce-ring
+platform="$platform_saved"
+rm -f "$big"
 
 # Parameter servers: median CLI wall of PS_REPEATS runs (default 3) after one warm-up run; a run
 # past PS_TIMEOUT_S (default 120 s) is stopped and reported as such. Coarse PS traffic above 64
