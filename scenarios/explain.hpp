@@ -43,9 +43,18 @@ struct Diagnosis {
 
 // The shares of rank 0's measured iteration and the limit they point to.
 Diagnosis diagnose(const sim::PointResult& r, const ExplainContext& context);
-// "compute 16%, exposed gradient push and server update 70%, ..." as one sentence.
+// "compute 12.0 ms (16%), slowest-device factor 0.2 ms (0%), ..., exposed gradient push and server update
+// 52.5 ms (70%), ...": every part of the iteration that shows at 0.1 ms, adding up to it.
 std::string shares_sentence(const sim::PointResult& r, const Diagnosis& d, const ExplainContext& context);
-// "Busiest resource: node 0 NIC ..." as one sentence (empty when nothing was measured).
+// Where the iteration's time beyond one worker's goes, part by part (compute, slowest-device factor,
+// overlap slowdown, exposed communication, input I/O): empty without a baseline, for one worker or an
+// efficiency above 1 (efficiency_note says why).
+std::string scaling_gap_sentence(const sim::PointResult& r, const ExplainContext& context);
+// The remark when one bucket holds every gradient of an allreduce (the exchange cannot overlap
+// backward), else empty.
+std::string bucket_sentence(const sim::PointResult& r, const ExplainContext& context);
+// "Busiest resource: node 0 NIC ..." as one sentence (empty when nothing was measured); a link's
+// utilisation is over the exchange window (Breakdown::communication_s).
 std::string resource_sentence(const Diagnosis& d);
 // One sentence of advice that follows from the diagnosis.
 std::string advice_sentence(const sim::PointResult& r, const Diagnosis& d, const ExplainContext& context);
@@ -57,8 +66,8 @@ std::string efficiency_note(const sim::PointResult& r, const ExplainContext& con
 // servers alike ..."), or says that their limits differ. Empty for fewer than two points.
 std::string ps_tie_sentence(const std::vector<sim::PointResult>& tied, const ExplainContext& context,
                             double tolerance);
-// The paragraph: shares, busiest resource, `search_note` (why a server count was chosen), advice and
-// any efficiency note, in that order.
+// The paragraph: shares, the gap to one worker, busiest resource, `search_note` (why a server count was
+// chosen), the bucket remark, advice and any efficiency note, in that order.
 std::string explain_point(const sim::PointResult& r, const ExplainContext& context,
                           const std::string& search_note = "");
 

@@ -40,6 +40,17 @@ std::string rate_text(double Bps) {
   return bits >= 1e9 ? fmt::format("{:.3g} Gb/s", bits / 1e9) : fmt::format("{:.3g} Mb/s", bits / 1e6);
 }
 
+// A link's busy fraction of the exchange window (the time rank 0's exchange is in flight per
+// iteration), where the iteration average would dilute a burst at line rate by the compute around it.
+// A PS shard's CPU, storage and a point without an exchange keep the iteration average.
+double window_utilisation(const sim::ResourceUse& u, const sim::PointResult& r) {
+  const double window_s = r.breakdown.communication_s;
+  if (u.capacity_Bps <= 0 || window_s <= 0 || u.kind == "storage") return u.utilisation;
+  return std::min(1.0, u.bytes / (u.capacity_Bps * window_s));
+}
+
+std::string ms(double seconds) { return fmt::format("{:.1f} ms", seconds * 1e3); }
+
 // Names of the exposed parts by strategy family.
 struct WaitNames {
   const char* before;
@@ -63,10 +74,12 @@ Diagnosis diagnose(const sim::PointResult& r, const ExplainContext& c) {
   d.after_backward_share = b.exposed_after_backward_s / iter;
   if (!r.resources.empty()) {
     d.busiest = r.resources.front();
+    d.busiest->utilisation = window_utilisation(*d.busiest, r);
     if (is_nic_side(d.busiest->kind))
       for (const auto& u : r.resources)
         if (u.kind == d.busiest->kind && u.node == d.busiest->node && u.name != d.busiest->name) {
           d.busiest_reverse = u;
+          d.busiest_reverse->utilisation = window_utilisation(u, r);
           break;
         }
   }
@@ -92,16 +105,57 @@ Diagnosis diagnose(const sim::PointResult& r, const ExplainContext& c) {
 
 std::string shares_sentence(const sim::PointResult& r, const Diagnosis& d, const ExplainContext& c) {
   const auto names = wait_names(c);
-  std::vector<std::string> parts{fmt::format("compute {}", pct(d.compute_share))};
-  const double other = std::max(0.0, d.exposed_share - d.before_forward_share - d.after_backward_share);
-  if (d.after_backward_share >= 0.005) parts.push_back(fmt::format("exposed {} {}", names.after, pct(d.after_backward_share)));
-  if (d.before_forward_share >= 0.005) parts.push_back(fmt::format("exposed {} {}", names.before, pct(d.before_forward_share)));
-  if (other >= 0.005) parts.push_back(fmt::format("other waiting {}", pct(other)));
-  if (d.io_share >= 0.005) parts.push_back(fmt::format("input I/O {}", pct(d.io_share)));
+  const auto& b = r.breakdown;
+  const double iter = std::max(b.compute_s + b.io_stall_s + b.exposed_communication_s, 1e-12);
+  const double kernels_s = b.compute_s - b.compute_variability_s - b.overlap_slowdown_s;
+  const double other_s = std::max(0.0, b.exposed_communication_s - b.exposed_before_forward_s - b.exposed_after_backward_s);
+  // Every part that shows at the 0.1 ms the sentence prints, so that the parts add up to the iteration.
+  std::vector<std::string> parts;
+  auto part = [&](const std::string& name, double seconds) {
+    if (std::abs(seconds) >= 0.05e-3 || parts.empty())
+      parts.push_back(fmt::format("{} {} ({})", name, ms(seconds), pct(seconds / iter)));
+  };
+  part("compute", kernels_s);
+  part("slowest-device factor", b.compute_variability_s);
+  part("overlap slowdown", b.overlap_slowdown_s);
+  part(fmt::format("exposed {}", names.after), b.exposed_after_backward_s);
+  part(fmt::format("exposed {}", names.before), b.exposed_before_forward_s);
+  part("other waiting", other_s);
+  part("input I/O", b.io_stall_s);
+  (void)d;
   std::string text = fmt::format("{} worker{}, worker 0's {:.1f} ms iteration: ", r.workers, r.workers == 1 ? "" : "s",
                                  r.iteration_time_s * 1e3);
   for (std::size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? "" : ", ") + parts[i];
   return text + ".";
+}
+
+std::string scaling_gap_sentence(const sim::PointResult& r, const ExplainContext& c) {
+  if (!c.baseline || r.workers <= 1 || r.efficiency > 1) return "";
+  const auto& one = c.baseline->breakdown;
+  const auto& b = r.breakdown;
+  const double gap_s = r.iteration_time_s - c.baseline->iteration_time_s;
+  if (gap_s < 0.05e-3) return "";
+  auto kernels = [](const sim::Breakdown& x) { return x.compute_s - x.compute_variability_s - x.overlap_slowdown_s; };
+  std::vector<std::string> parts;
+  auto part = [&](const char* name, double seconds) {
+    if (std::abs(seconds) >= 0.05e-3) parts.push_back(fmt::format("{} {:+.1f} ms", name, seconds * 1e3));
+  };
+  part("compute", kernels(b) - kernels(one));
+  part("slowest-device factor", b.compute_variability_s - one.compute_variability_s);
+  part("overlap slowdown", b.overlap_slowdown_s - one.overlap_slowdown_s);
+  part("exposed communication", b.exposed_communication_s - one.exposed_communication_s);
+  part("input I/O", b.io_stall_s - one.io_stall_s);
+  std::string text = fmt::format("Against one worker's {:.1f} ms iteration (efficiency {:.3f}), {:.1f} ms more: ",
+                                 c.baseline->iteration_time_s * 1e3, r.efficiency, gap_s * 1e3);
+  for (std::size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? "" : ", ") + parts[i];
+  return text + ".";
+}
+
+std::string bucket_sentence(const sim::PointResult& r, const ExplainContext& c) {
+  if (c.parameter_servers || c.single_node || r.buckets != 1 || r.workers <= 1 || r.gradient_bytes <= 0) return "";
+  return fmt::format("One bucket holds all {} of gradients, so the exchange starts only once backward has ended; "
+                     "a smaller fusion buffer (--fusion-mb, {} now) lets it overlap the rest of backward.",
+                     bytes_text(r.gradient_bytes), bytes_text(c.fusion_bytes));
 }
 
 std::string resource_sentence(const Diagnosis& d) {
@@ -110,7 +164,7 @@ std::string resource_sentence(const Diagnosis& d) {
   if (u.kind == "ps-cpu") return fmt::format("Busiest resource: the {}, busy {} of the iteration.", u.name, pct(u.utilisation));
   const std::string shard = u.server >= 0 ? fmt::format(", which hosts PS shard {}", u.server) : "";
   std::string text = fmt::format("Busiest resource: {}{}: {} per iteration, moving data at its {} line rate {} of "
-                                 "the iteration",
+                                 "the exchange window",
                                  u.name, shard, bytes_text(u.bytes), rate_text(u.capacity_Bps), pct(u.utilisation));
   if (d.busiest_reverse)
     text += fmt::format("; its other direction {} ({})", pct(d.busiest_reverse->utilisation),
@@ -162,12 +216,17 @@ std::string advice_sentence(const sim::PointResult& r, const Diagnosis& d, const
                          "fewer GPUs per PCIe switch) shortens the exchange more than a faster network.",
                          d.busiest->name);
     case Limit::LATENCY:
+      if (!c.parameter_servers && !c.single_node && r.buckets == 1 && r.workers > 1)
+        return fmt::format("No link is busy over the exchange window (busiest {}), so the exposed time is the one "
+                           "exchange's latency and synchronisation after backward: larger messages cannot help, a "
+                           "smaller bucket that starts the exchange during backward can.",
+                           d.busiest ? pct(d.busiest->utilisation) : "0%");
       if (!c.parameter_servers && !c.single_node && r.buckets > 1)
-        return fmt::format("No link is busy (busiest {}), so the exposed time is per-exchange latency and "
+        return fmt::format("No link is busy over the exchange window (busiest {}), so the exposed time is per-exchange latency and "
                            "synchronisation over {} exchanges: a larger fusion buffer ({} now) means fewer, larger "
                            "exchanges.",
                            d.busiest ? pct(d.busiest->utilisation) : "0%", r.buckets, bytes_text(c.fusion_bytes));
-      return fmt::format("No link is busy (busiest {}), so the exposed time is latency and synchronisation "
+      return fmt::format("No link is busy over the exchange window (busiest {}), so the exposed time is latency and synchronisation "
                          "(waiting for the slowest worker), not bandwidth: a lower-latency network or fewer, larger "
                          "messages help, more bandwidth does not.",
                          d.busiest ? pct(d.busiest->utilisation) : "0%");
@@ -263,16 +322,16 @@ std::string ps_tie_sentence(const std::vector<sim::PointResult>& tied, const Exp
   for (const sim::ResourceUse* role : candidates) {
     std::vector<double> use;
     for (const auto& r : tied) {
-      const double top = r.resources.empty() ? 0 : r.resources.front().utilisation;
+      const double top = r.resources.empty() ? 0 : window_utilisation(r.resources.front(), r);
       for (const auto& u : r.resources)
-        if (resource_role(u) == resource_role(*role) && u.utilisation >= top - CO_LIMITING_SHARE &&
-            u.utilisation >= SATURATED_SHARE) {
-          use.push_back(u.utilisation);
+        if (const double busy = window_utilisation(u, r);
+            resource_role(u) == resource_role(*role) && busy >= top - CO_LIMITING_SHARE && busy >= SATURATED_SHARE) {
+          use.push_back(busy);
           break;
         }
     }
     if (use.size() == tied.size())
-      return head + fmt::format(": {} limits {} servers alike, moving data at line rate {} of the iteration, so "
+      return head + fmt::format(": {} limits {} servers alike, moving data at line rate {} of the exchange window, so "
                                 "more servers do not shorten the exchange.",
                                 role_words(*role), counts, and_list(use, [](double u) { return pct(u); }));
   }
@@ -287,8 +346,8 @@ std::string explain_point(const sim::PointResult& r, const ExplainContext& c, co
   const Diagnosis d = diagnose(r, c);
   // One measured fact per sentence; why a server count was chosen goes before the advice, which stays
   // last but for the efficiency note.
-  std::vector<std::string> sentences{shares_sentence(r, d, c), resource_sentence(d), search_note,
-                                     advice_sentence(r, d, c), efficiency_note(r, c)};
+  std::vector<std::string> sentences{shares_sentence(r, d, c), scaling_gap_sentence(r, c), resource_sentence(d),
+                                     search_note, bucket_sentence(r, c), advice_sentence(r, d, c), efficiency_note(r, c)};
   std::string text;
   for (const auto& s : sentences)
     if (!s.empty()) text += (text.empty() ? "" : " ") + s;

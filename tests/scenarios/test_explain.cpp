@@ -79,7 +79,8 @@ TEST_CASE("scenarios::explain: a compute-bound point says the exchange is hidden
   const auto text = scenarios::explain_point(r, c);
   INFO(text);
   CHECK(text.starts_with("8 workers, worker 0's "));
-  CHECK(text.find("iteration: compute 100%.") != std::string::npos);
+  CHECK(text.find("iteration: compute ") != std::string::npos);
+  CHECK(text.find(" (100%)") != std::string::npos);
   CHECK(text.find("Compute-bound on test-device") != std::string::npos);
 }
 
@@ -103,8 +104,11 @@ TEST_CASE("scenarios::explain: one PS server on a slow network names its NIC and
   const auto text = scenarios::explain_point(r, c);
   INFO(text);
   CHECK(text.find("exposed gradient push and server update") != std::string::npos);
-  // Worker 0 shares node 0 with the server: its own pull crosses no NIC, it waits only after backward.
-  CHECK(text.find("exposed parameter pull") == std::string::npos);
+  // Worker 0 shares node 0 with the server: its own pull crosses no NIC, it waits (nearly) only after
+  // backward; the parts, each shown to 0.1 ms, add up to the iteration.
+  CHECK(text.find("exposed parameter pull 0.4 ms (0%)") != std::string::npos);
+  CHECK(text.find("961.3 ms iteration: compute 3.0 ms (0%), exposed gradient push and server update 957.9 ms") !=
+        std::string::npos);
   CHECK(text.find("Busiest resource: node 0 NIC") != std::string::npos);
   CHECK(text.find("which hosts PS shard 0") != std::string::npos);
   CHECK(text.find("more servers (1 now for 16 workers)") != std::string::npos);
@@ -162,7 +166,8 @@ TEST_CASE("scenarios::explain: an I/O-bound point names the input and faster sto
   CHECK(d.limit == Limit::INPUT_IO);
   const auto text = scenarios::explain_point(r, c);
   INFO(text);
-  CHECK(text.find("input I/O 8") != std::string::npos);
+  CHECK(text.find("input I/O ") != std::string::npos);
+  CHECK(text.find(" ms (8") != std::string::npos);
   CHECK(text.find("Input-bound: worker 0 waits") != std::string::npos);
   CHECK(text.find("faster storage") != std::string::npos);
 }
@@ -256,4 +261,69 @@ TEST_CASE("scenarios::wrap_paragraph: lines stay within the width and keep every
   const std::string text = "aaa bbb ccc dddd eeeee f";
   CHECK(scenarios::wrap_paragraph(text, 8) == "aaa bbb\nccc dddd\neeeee f\n");
   CHECK(scenarios::wrap_paragraph("", 8).empty());
+}
+
+TEST_CASE("scenarios::explain: the parts of the iteration add up to it, device factor and overlap slowdown "
+          "named apart from compute", "[scenarios][explain]") {
+  sim::PointResult one;
+  one.workers = 1;
+  one.iteration_time_s = 0.100;
+  one.breakdown.compute_s = 0.100;
+  one.efficiency = 1;
+  sim::PointResult r;
+  r.workers = 64;
+  r.iteration_time_s = 0.1124;
+  r.breakdown.compute_s = 0.1094;             // 0.100 of kernels
+  r.breakdown.compute_variability_s = 0.0030;  // the slowest device
+  r.breakdown.overlap_slowdown_s = 0.0064;     // collectives overlapped with backward
+  r.breakdown.exposed_communication_s = 0.0030;
+  r.breakdown.exposed_after_backward_s = 0.0030;
+  r.breakdown.communication_s = 0.040;
+  r.buckets = 4;
+  r.efficiency = one.iteration_time_s / r.iteration_time_s;
+  scenarios::ExplainContext c;
+  c.baseline = one;
+  const auto text = scenarios::explain_point(r, c);
+  INFO(text);
+  CHECK(text.starts_with("64 workers, worker 0's 112.4 ms iteration: compute 100.0 ms (89%), slowest-device factor "
+                         "3.0 ms (3%), overlap slowdown 6.4 ms (6%), exposed gradient allreduce 3.0 ms (3%)."));
+  CHECK(text.find("Against one worker's 100.0 ms iteration (efficiency 0.890), 12.4 ms more: slowest-device factor "
+                  "+3.0 ms, overlap slowdown +6.4 ms, exposed communication +3.0 ms.") != std::string::npos);
+  CHECK(text.find("One bucket holds") == std::string::npos);
+}
+
+TEST_CASE("scenarios::explain: one bucket of every gradient is named, and link use is over the exchange window",
+          "[scenarios][explain]") {
+  sim::PointResult r;
+  r.workers = 64;
+  r.iteration_time_s = 0.100;
+  r.breakdown.compute_s = 0.070;
+  r.breakdown.exposed_communication_s = 0.030;
+  r.breakdown.exposed_after_backward_s = 0.030;
+  r.breakdown.communication_s = 0.030;  // the exchange runs only after backward
+  r.buckets = 1;
+  r.gradient_bytes = 51e6;
+  sim::ResourceUse nic;
+  nic.name = "node 0 NIC (sending)";
+  nic.kind = "nic";
+  nic.node = 0;
+  nic.bytes = 90e6;                // 90 MB per iteration at 12.5 GB/s: 7.2 ms
+  nic.capacity_Bps = 12.5e9;
+  nic.utilisation = 0.072;         // of the iteration: below the 30% that counts as busy
+  r.resources.push_back(nic);
+  scenarios::ExplainContext c;
+  c.fusion_bytes = 64.0 * 1024 * 1024;
+  const auto d = scenarios::diagnose(r, c);
+  CHECK(d.busiest->utilisation == Approx(0.24));  // 7.2 ms of the 30 ms window
+  CHECK(d.limit == Limit::LATENCY);
+  const auto text = scenarios::explain_point(r, c);
+  INFO(text);
+  CHECK(text.find("line rate 24% of the exchange window") != std::string::npos);
+  CHECK(text.find("One bucket holds all 51.0 MB of gradients") != std::string::npos);
+  CHECK(text.find("a smaller fusion buffer (--fusion-mb, 67.1 MB now)") != std::string::npos);
+  CHECK(text.find("larger messages cannot help") != std::string::npos);
+  CHECK(text.find("fewer, larger") == std::string::npos);
+  // Saturated over the window: the network limits, whatever the iteration average says.
+  r.breakdown.communication_s = 0.0075;
+  CHECK(scenarios::diagnose(r, c).limit == Limit::NETWORK);
 }
