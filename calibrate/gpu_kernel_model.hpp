@@ -6,6 +6,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -92,6 +93,9 @@ class GpuKernelModel {
   // Where the tensor-kernel figures of `device` come from, per kind, for prediction headers, e.g.
   // "gemm, attention, memory: measured on h200-sxm"; "" when the model has none.
   std::string tensor_source(const std::string& device) const;
+  // True when the model times `kind` ("gemm", "attention", "memory") on `device` (own fit or fallback)
+  // at `precision` (a MathPrecision name; memory fits hold for every precision).
+  bool has_tensor_fit(const std::string& device, std::string_view kind, std::string_view precision) const;
 
   struct TensorFits;  // parsed "tensor" block (gpu_kernel_model.cpp)
 
@@ -99,6 +103,15 @@ class GpuKernelModel {
   std::map<std::string, KernelCoefficients> by_key_;  // "device|precision"
   std::shared_ptr<const TensorFits> tensor_;
 };
+
+// Seconds of one pass of a transformer (OpKind::ROW) layer from the tensor kernels its row lists
+// (models::OpRow::kernels): GEMMs at `gemm_precision` (a MathPrecision name), flash attention at the
+// same precision, memory-bound ops over the row's FP32 bytes times `byte_scale` (element bytes / 4).
+// nullopt when the model lacks a fit one of those kernels needs (e.g. flash attention in fp32, or a row
+// without kernels): the caller then keeps its other timing.
+std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const models::Layer& layer, Pass pass,
+                                        const platforms::Device& device, std::string_view gemm_precision,
+                                        double byte_scale);
 
 // True for the layers the kernel model times: conv2d and fully_connected.
 bool kernel_model_applies(models::OpKind op);

@@ -69,7 +69,9 @@ struct ProfileOptions {
 // host's calibrated efficiency carried over by the device model (docs/calibration.md). Never needs a
 // GPU; layers missing from the database use the op-class efficiency of the host (coverage tells).
 // On a GPU the kernel model (gpu_kernel_model.hpp) times conv2d and fully_connected layers when it has
-// coefficients for the device. InputError for fp16-mixed on a device without FP16 tensor cores.
+// coefficients for the device, and the tensor-kernel model times transformer (row) layers on a GPU with
+// GEMM, attention and memory fits (docs/calibration.md §4d). InputError for fp16-mixed on a device without
+// FP16 tensor cores.
 ComputeProfile build_profile(const models::Model& model, const platforms::Device& device,
                              const ProfileOptions& options);
 

@@ -21,6 +21,22 @@ struct RowField {
   bool required = false;
 };
 
+// One pass of a row op, in the order of calibrate::Pass.
+enum class RowPass { FWD, BWD_DATA, BWD_WEIGHTS };
+
+// One kernel a row op's pass runs, for a tensor-kernel model (calibrate/gpu_kernel_model.hpp):
+// GEMM C[m,n] = A[m,k] B[k,n] (`calls` times), flash attention, or a memory-bound op over `bytes`
+// (FP32 bytes of its least traffic; the caller scales them to the training precision).
+struct RowKernel {
+  enum class Kind { GEMM, ATTENTION, MEMORY };
+  Kind kind = Kind::MEMORY;
+  double m = 0, n = 0, k = 0, calls = 1;                         // GEMM
+  double batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;  // ATTENTION
+  bool causal = false;
+  std::string_view memory_op;  // MEMORY: op name of the memory fit (layer_norm, gelu_tanh, softmax, ...)
+  double bytes = 0;
+};
+
 struct OpRow {
   std::string_view name;
   std::string_view summary;
@@ -34,6 +50,8 @@ struct OpRow {
   // Shape and cost rule: sets dst_shape, costs, saved and row_bytes from src_shapes and params.seq.
   // Throws InputError "<where>: <what>" on bad fields or shapes.
   void (*infer)(Layer& layer, const std::string& where) = nullptr;
+  // The kernels one pass of an inferred layer runs (empty for a pass it does not run).
+  std::vector<RowKernel> (*kernels)(const Layer& layer, RowPass pass) = nullptr;
 };
 
 // Every row, in table order.

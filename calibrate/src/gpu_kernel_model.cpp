@@ -17,6 +17,7 @@
 #include "common/errors.hpp"
 #include "common/json_limits.hpp"
 #include "common/paths.hpp"
+#include "models/op_rows.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -436,6 +437,43 @@ double GpuKernelModel::memory_op_s(const platforms::Device& device, std::string_
   double eff = m.eff_default;
   if (auto e = m.eff.find(fmt::format("{}/{}", op, backward ? "bwd" : "fwd")); e != m.eff.end()) eff = e->second;
   return m.launch_s + bytes / (device.mem_bandwidth_Bps * eff);
+}
+
+bool GpuKernelModel::has_tensor_fit(const std::string& device, std::string_view kind,
+                                    std::string_view precision) const {
+  const std::string src = tensor_source_device(tensor_.get(), device, kind);
+  if (src.empty()) return false;
+  const TensorDevice& d = tensor_->devices.at(src);
+  if (kind == "gemm") return d.gemm.count(std::string(precision)) > 0;
+  if (kind == "attention") return d.attention.count(std::string(precision)) > 0;
+  return d.memory.has_value();
+}
+
+std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const models::Layer& layer, Pass pass,
+                                        const platforms::Device& device, std::string_view gemm_precision,
+                                        double byte_scale) {
+  if (!layer.row || !layer.row->kernels) return std::nullopt;
+  const models::RowPass row_pass = pass == Pass::FWD        ? models::RowPass::FWD
+                                   : pass == Pass::BWD_DATA ? models::RowPass::BWD_DATA
+                                                            : models::RowPass::BWD_WEIGHTS;
+  const auto kernels = layer.row->kernels(layer, row_pass);
+  using Kind = models::RowKernel::Kind;
+  for (const auto& k : kernels) {
+    const char* kind = k.kind == Kind::GEMM ? "gemm" : k.kind == Kind::ATTENTION ? "attention" : "memory";
+    if (!model.has_tensor_fit(device.name, kind, gemm_precision)) return std::nullopt;
+  }
+  double s = 0;
+  for (const auto& k : kernels) {
+    if (k.kind == Kind::GEMM)
+      s += k.calls * model.gemm_s(device, gemm_precision, GemmShape{k.m, k.n, k.k}, pass);
+    else if (k.kind == Kind::ATTENTION)
+      s += model.attention_s(device, gemm_precision,
+                             AttentionShape{k.batch, k.heads, k.kv_heads, k.seq, k.head_dim, k.causal},
+                             pass != Pass::FWD);
+    else
+      s += model.memory_op_s(device, k.memory_op, pass != Pass::FWD, k.bytes * byte_scale);
+  }
+  return s;
 }
 
 std::string GpuKernelModel::tensor_source(const std::string& device) const {

@@ -191,6 +191,17 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
       : kernels->fitted_on == device.name
           ? fmt::format("kernel model of {} (its own timings)", device.name)
           : fmt::format("kernel model of {} (fallback for {})", kernels->fitted_on, device.name);
+  // A GPU with tensor-kernel fits of all three kinds (§4d: H100, H200 and their fallbacks) times the
+  // transformer (row) layers from the GEMM, attention and memory kernels their rows list. GEMMs run at the
+  // profile's precision as PyTorch runs it by default: fp32 (TF32 off for matmuls), fp16-mixed in fp16.
+  const GpuKernelModel& tensor_model = GpuKernelModel::builtin();
+  const std::string_view gemm_precision = options.precision == Precision::FP16_MIXED ? "fp16" : "fp32";
+  const bool tensor_fits = gpu && tensor_model.has_tensor_fit(device.name, "gemm", gemm_precision) &&
+                           tensor_model.has_tensor_fit(device.name, "attention", "bf16") &&
+                           tensor_model.has_tensor_fit(device.name, "memory", gemm_precision);
+  const std::string tensor_source =
+      tensor_fits ? fmt::format("tensor-kernel model ({})", tensor_model.tensor_source(device.name)) : "";
+  if (tensor_fits && model.has_rows()) profile.compute_model = "tensor-kernel model (rows); " + profile.compute_model;
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) {
     if (layer.op == models::OpKind::INPUT) continue;
@@ -207,7 +218,14 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
       double s = 0;
       bool measured = true;
       std::string source = "measured on this machine";
-      if (const PassEntry* exact = as_measured(signature, std::string(to_string(pass)))) {
+      std::optional<double> tensor_s;
+      if (tensor_fits && layer.row)
+        tensor_s = row_tensor_pass_s(tensor_model, layer, pass, device, gemm_precision, byte_scale);
+      if (tensor_s) {
+        s = *tensor_s;
+        measured = false;  // timed on the lent GPU, not from this host's calibration entries
+        source = tensor_source;
+      } else if (const PassEntry* exact = as_measured(signature, std::string(to_string(pass)))) {
         s = exact->time_s;
       } else {
         PassWork work = pass_work(layer, pass);

@@ -381,6 +381,157 @@ void infer_cls_head(Layer& l, const std::string& where) {
   l.saved.fixed_bytes = FP32_B * b * c;
 }
 
+// --- kernels per pass (tensor-kernel model) ----------------------------------------------------------
+
+using Kind = RowKernel::Kind;
+using Kernels = std::vector<RowKernel>;
+
+RowKernel gemm(double m, double n, double k, double calls = 1) {
+  RowKernel r;
+  r.kind = Kind::GEMM;
+  r.m = m, r.n = n, r.k = k, r.calls = calls;
+  return r;
+}
+
+RowKernel memory(std::string_view op, double bytes) {
+  RowKernel r;
+  r.kind = Kind::MEMORY;
+  r.memory_op = op;
+  r.bytes = bytes;
+  return r;
+}
+
+// A linear map of `tokens` rows from `in` to `out` features (cuBLAS layouts): forward y = x w^T
+// (tokens x out over in), backward-data dx = dy w (tokens x in over out), backward-weights dw = dy^T x
+// (out x in over the tokens).
+void linear_gemms(Kernels& out_k, double tokens, double in, double out, RowPass pass, bool data_grad,
+                  double calls = 1) {
+  if (pass == RowPass::FWD) out_k.push_back(gemm(tokens, out, in, calls));
+  else if (pass == RowPass::BWD_DATA) {
+    if (data_grad) out_k.push_back(gemm(tokens, in, out, calls));
+  } else {
+    out_k.push_back(gemm(out, in, tokens, calls));
+  }
+}
+
+double tokens_of(const Shape& s) { return static_cast<double>(s.n) * static_cast<double>(s.h); }
+
+// One memory-bound kernel per pass over the row's own per-pass bytes.
+Kernels memory_pass(const Layer& l, RowPass pass, std::string_view op) {
+  const double bytes = pass == RowPass::FWD        ? l.costs.fwd_bytes
+                       : pass == RowPass::BWD_DATA ? l.row_bytes.bwd_data
+                                                   : l.row_bytes.bwd_weights;
+  if (!(bytes > 0)) return {};
+  return {memory(op, bytes)};
+}
+
+Kernels kernels_linear(const Layer& l, RowPass pass) {
+  Kernels k;
+  const Shape& src = l.src_shapes.front();
+  linear_gemms(k, tokens_of(src), static_cast<double>(src.c), static_cast<double>(l.dst_shape.c), pass,
+               l.needs_data_grad);
+  return k;
+}
+
+Kernels kernels_attention(const Layer& l, RowPass pass) {
+  if (pass == RowPass::BWD_WEIGHTS) return {};
+  const SeqParams& p = l.params.seq;
+  const Shape& src = l.src_shapes.front();
+  const Heads h = qkv_heads(p, src.c, l.name);
+  const double b = static_cast<double>(src.n), s = static_cast<double>(src.h), d = static_cast<double>(h.dim);
+  const double a = static_cast<double>(h.q);
+  if (p.flash) {
+    RowKernel r;
+    r.kind = Kind::ATTENTION;
+    r.batch = b, r.heads = a, r.kv_heads = static_cast<double>(h.kv), r.seq = s, r.head_dim = d;
+    r.causal = p.causal;
+    return {r};
+  }
+  // Dense: batched GEMMs over batch x heads (one call, its rows stacked), softmax and dropout over the
+  // s^2 scores (read and write each; the dropout mask is 1 byte).
+  const double rows = b * a * s, scores = b * a * s * s;
+  const bool drop = p.dropout > 0;
+  Kernels k;
+  if (pass == RowPass::FWD) {
+    k.push_back(gemm(rows, s, d));  // S = Q K^T
+    k.push_back(memory("softmax", FP32_B * 2 * scores));
+    if (drop) k.push_back(memory("dropout", FP32_B * 2 * scores + scores));
+    k.push_back(gemm(rows, d, s));  // O = P V
+  } else {
+    k.push_back(gemm(rows, d, s));  // dV = P^T dO
+    k.push_back(gemm(rows, s, d));  // dP = dO V^T
+    if (drop) k.push_back(memory("dropout", FP32_B * 2 * scores + scores));
+    k.push_back(memory("softmax", FP32_B * 3 * scores));  // P, dP -> dS
+    k.push_back(gemm(rows, d, s));  // dQ = dS K
+    k.push_back(gemm(rows, d, s));  // dK = dS^T Q
+  }
+  return k;
+}
+
+Kernels kernels_moe_router(const Layer& l, RowPass pass) {
+  Kernels k;
+  const Shape& src = l.src_shapes.front();
+  const double tokens = tokens_of(src), x = static_cast<double>(l.dst_shape.c);
+  linear_gemms(k, tokens, static_cast<double>(src.c), x, pass, l.needs_data_grad);
+  if (pass == RowPass::FWD) k.push_back(memory("softmax", FP32_B * 2 * tokens * x));
+  if (pass == RowPass::BWD_DATA && l.needs_data_grad) k.push_back(memory("softmax", FP32_B * 3 * tokens * x));
+  return k;
+}
+
+// Each expert runs its gate+up and down GEMMs over its share of the routed tokens (an even split).
+Kernels kernels_moe_experts(const Layer& l, RowPass pass) {
+  const SeqParams& p = l.params.seq;
+  const Shape& src = l.src_shapes.front();
+  const double x = static_cast<double>(p.experts), hd = static_cast<double>(src.c), f = static_cast<double>(p.ffn);
+  const double routed = tokens_of(src) * static_cast<double>(p.top_k), per_expert = routed / x;
+  Kernels k;
+  linear_gemms(k, per_expert, hd, 2 * f, pass, true, x);  // gate and up, fused
+  linear_gemms(k, per_expert, f, hd, pass, true, x);      // down
+  if (pass == RowPass::FWD) k.push_back(memory("silu_mul", FP32_B * 3 * routed * f));
+  if (pass == RowPass::BWD_DATA) k.push_back(memory("silu_mul", FP32_B * 5 * routed * f));
+  return k;
+}
+
+Kernels kernels_lm_head(const Layer& l, RowPass pass) {
+  Kernels k;
+  const Shape& src = l.src_shapes.front();
+  const double tokens = tokens_of(src), v = static_cast<double>(l.dst_shape.c);
+  linear_gemms(k, tokens, static_cast<double>(src.c), v, pass, l.needs_data_grad);
+  // Softmax cross-entropy: reads the logits and writes the probabilities; backward reads them, writes dlogits.
+  if (pass == RowPass::FWD) k.push_back(memory("softmax", FP32_B * 2 * tokens * v));
+  if (pass == RowPass::BWD_DATA && l.needs_data_grad) k.push_back(memory("softmax", FP32_B * 2 * tokens * v));
+  return k;
+}
+
+Kernels kernels_patch_embed(const Layer& l, RowPass pass) {
+  const SeqParams& p = l.params.seq;
+  const Shape& src = l.src_shapes.front();
+  const double patches = static_cast<double>(src.n) * static_cast<double>((src.h / p.patch) * (src.w / p.patch));
+  const double per_patch = static_cast<double>(src.c) * static_cast<double>(p.patch) * static_cast<double>(p.patch);
+  Kernels k;
+  linear_gemms(k, patches, per_patch, static_cast<double>(p.hidden), pass, l.needs_data_grad);
+  return k;
+}
+
+Kernels kernels_cls_head(const Layer& l, RowPass pass) {
+  const SeqParams& p = l.params.seq;
+  const Shape& src = l.src_shapes.front();
+  const double b = static_cast<double>(src.n), hd = static_cast<double>(src.c);
+  Kernels k;
+  if (p.pooler) linear_gemms(k, b, hd, hd, pass, l.needs_data_grad);
+  linear_gemms(k, b, hd, static_cast<double>(p.classes), pass, l.needs_data_grad);
+  return k;
+}
+
+Kernels kernels_embedding(const Layer& l, RowPass pass) { return memory_pass(l, pass, "embedding"); }
+Kernels kernels_layer_norm(const Layer& l, RowPass pass) { return memory_pass(l, pass, "layer_norm"); }
+Kernels kernels_rms_norm(const Layer& l, RowPass pass) { return memory_pass(l, pass, "rms_norm_fused"); }
+Kernels kernels_rotary(const Layer& l, RowPass pass) { return memory_pass(l, pass, "rotary"); }
+Kernels kernels_gelu(const Layer& l, RowPass pass) { return memory_pass(l, pass, "gelu_tanh"); }
+Kernels kernels_swiglu(const Layer& l, RowPass pass) { return memory_pass(l, pass, "silu_mul"); }
+Kernels kernels_dropout(const Layer& l, RowPass pass) { return memory_pass(l, pass, "dropout"); }
+Kernels kernels_residual_add(const Layer& l, RowPass pass) { return memory_pass(l, pass, "residual_add"); }
+
 RowField int_field(std::string_view name, std::int64_t SeqParams::*f, bool required) {
   return RowField{name, Type::INT, f, nullptr, nullptr, required};
 }
@@ -401,41 +552,41 @@ const std::vector<OpRow>& op_rows() {
       {"embedding", "token (+ learned position, + segment) embedding of batch x 1 x seq x 1 token ids", 1, 1,
        {int_field("vocab", &S::vocab, true), int_field("hidden", &S::hidden, true),
         int_field("positions", &S::positions, false), int_field("token_types", &S::token_types, false), BLOCK},
-       "eltwise", true, infer_embedding},
+       "eltwise", true, infer_embedding, kernels_embedding},
       {"linear", "x W (+ b) over every token", 1, 1,
        {int_field("out_features", &S::out_features, true), bool_field("bias", &S::bias), BLOCK}, "fc", true,
-       infer_linear},
+       infer_linear, kernels_linear},
       {"layer_norm", "LayerNorm over the hidden dimension", 1, 1, {bool_field("bias", &S::bias), BLOCK}, "batch_norm",
-       false, infer_layer_norm},
-      {"rms_norm", "RMSNorm over the hidden dimension", 1, 1, {BLOCK}, "batch_norm", false, infer_rms_norm},
+       false, infer_layer_norm, kernels_layer_norm},
+      {"rms_norm", "RMSNorm over the hidden dimension", 1, 1, {BLOCK}, "batch_norm", false, infer_rms_norm, kernels_rms_norm},
       {"rotary", "rotary position embedding of the q and k parts of a fused QKV tensor", 1, 1,
        {int_field("heads", &S::heads, true), int_field("kv_heads", &S::kv_heads, false), BLOCK}, "eltwise", false,
-       infer_rotary},
+       infer_rotary, kernels_rotary},
       {"attention", "softmax(Q K^T / sqrt(d)) V of a fused QKV tensor; multi-head, grouped- or multi-query", 1, 1,
        {int_field("heads", &S::heads, true), int_field("kv_heads", &S::kv_heads, false), bool_field("causal", &S::causal),
         bool_field("flash", &S::flash), ratio_field("dropout", &S::dropout, false), BLOCK},
-       "fc", false, infer_attention},
-      {"gelu", "GELU (tanh form)", 1, 1, {BLOCK}, "eltwise", false, infer_gelu},
-      {"swiglu", "silu(gate) * up of a fused [gate, up] tensor", 1, 1, {BLOCK}, "eltwise", false, infer_swiglu},
+       "fc", false, infer_attention, kernels_attention},
+      {"gelu", "GELU (tanh form)", 1, 1, {BLOCK}, "eltwise", false, infer_gelu, kernels_gelu},
+      {"swiglu", "silu(gate) * up of a fused [gate, up] tensor", 1, 1, {BLOCK}, "eltwise", false, infer_swiglu, kernels_swiglu},
       {"hidden_dropout", "dropout of a hidden-state tensor", 1, 1, {ratio_field("dropout", &S::dropout, true), BLOCK},
-       "dropout", false, infer_hidden_dropout},
-      {"residual_add", "x + f(x)", 2, 2, {BLOCK}, "add", false, infer_residual_add},
+       "dropout", false, infer_hidden_dropout, kernels_dropout},
+      {"residual_add", "x + f(x)", 2, 2, {BLOCK}, "add", false, infer_residual_add, kernels_residual_add},
       {"moe_router", "linear gate to the experts, softmax, top-k", 1, 1,
        {int_field("experts", &S::experts, true), int_field("top_k", &S::top_k, true), BLOCK}, "fc", true,
-       infer_moe_router},
+       infer_moe_router, kernels_moe_router},
       {"moe_experts", "top-k of `experts` SwiGLU MLPs per token, weighted sum; inputs [hidden, router]", 2, 2,
        {int_field("experts", &S::experts, true), int_field("top_k", &S::top_k, true), int_field("ffn", &S::ffn, true),
         BLOCK},
-       "fc", true, infer_moe_experts},
+       "fc", true, infer_moe_experts, kernels_moe_experts},
       {"lm_head", "logits over the vocabulary and softmax cross-entropy", 1, 1,
        {int_field("vocab", &S::vocab, true), bool_field("tied", &S::tied), bool_field("bias", &S::head_bias), BLOCK}, "fc",
-       true, infer_lm_head},
+       true, infer_lm_head, kernels_lm_head},
       {"patch_embed", "ViT patches (stride-p projection), class token, learned positions", 1, 1,
        {int_field("hidden", &S::hidden, true), int_field("patch", &S::patch, true), bool_field("cls_token", &S::cls_token),
         BLOCK},
-       "fc", true, infer_patch_embed},
+       "fc", true, infer_patch_embed, kernels_patch_embed},
       {"cls_head", "first token (optional dense + tanh pooler), classifier, softmax cross-entropy", 1, 1,
-       {int_field("classes", &S::classes, true), bool_field("pooler", &S::pooler), BLOCK}, "fc", true, infer_cls_head},
+       {int_field("classes", &S::classes, true), bool_field("pooler", &S::pooler), BLOCK}, "fc", true, infer_cls_head, kernels_cls_head},
   };
   return rows;
 }
