@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/errors.hpp"
+#include "common/json_limits.hpp"
 #include "common/text.hpp"
 
 namespace dtsim::models {
@@ -143,9 +144,12 @@ const ModelType TYPES[] = {
 }  // namespace
 
 TransformerConfig parse_hf_config(const std::string& text, const std::string& label, const std::string& name) {
-  if (text.size() > HF_CONFIG_MAX_BYTES)
+  // In a fuzz build the bound is lowered as every JSON reader's is (common/json_limits.hpp), so that the
+  // fuzzer's inputs (scripts/fuzz.sh max_len) reach it.
+  const std::size_t max_bytes = effective(JsonLimits{HF_CONFIG_MAX_BYTES, HF_CONFIG_MAX_DEPTH}).max_bytes;
+  if (text.size() > max_bytes)
     throw InputError(fmt::format("{}: {} bytes is larger than a config.json can be ({} bytes)", label, text.size(),
-                                 HF_CONFIG_MAX_BYTES));
+                                 max_bytes));
   Json root;
   try {
     // The callback bounds nesting before the parser recurses further (throws out of the parser).
