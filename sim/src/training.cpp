@@ -574,8 +574,9 @@ class Replay final : public ReplayServices {
     auto& m = p2p_[send ? std::make_pair(r, peer) : std::make_pair(peer, r)];
     (send ? m.sends : m.recvs).emplace_back(r, i);
     while (m.matched < m.sends.size() && m.matched < m.recvs.size()) {
-      const auto [sr, si] = m.sends[m.matched];
-      const auto [rr, ri] = m.recvs[m.matched];
+      // Plain variables, not structured bindings: the lambda below captures them (clang 14 cannot).
+      const int sr = m.sends[m.matched].first, si = m.sends[m.matched].second;
+      const int rr = m.recvs[m.matched].first, ri = m.recvs[m.matched].second;
       ++m.matched;
       const double bytes = task_of(sr, si).bytes;
       const int it = runs_[static_cast<std::size_t>(sr)].it;
