@@ -98,6 +98,22 @@ std::vector<std::string> cost_cells(const models::LayerCosts& c) {
 
 // Transformers: per-layer table as for CNNs, then the training memory of one data-parallel worker
 // (calibrate/train_memory.hpp) and whether it fits the device.
+// One row per layer (shape, parameters, FLOPs per pass, bytes) and a TOTAL row.
+Table layer_table(const models::Model& m, const models::LayerCosts& totals) {
+  Table table({"name", "op", "output_shape", "params", "fwd_flops", "bwd_data_flops", "bwd_weights_flops",
+               "activation_bytes", "weight_bytes"});
+  for (const auto& l : m.layers()) {
+    if (l.op == models::OpKind::INPUT) continue;
+    std::vector<std::string> row = {l.name, std::string(models::op_name(l)), models::to_string(l.dst_shape)};
+    for (auto& cell : cost_cells(l.costs)) row.push_back(std::move(cell));
+    table.add_row(std::move(row));
+  }
+  std::vector<std::string> total_row = {"TOTAL", "", ""};
+  for (auto& cell : cost_cells(totals)) total_row.push_back(std::move(cell));
+  table.add_row(std::move(total_row));
+  return table;
+}
+
 void show_transformer(const ModelArgs& a, const models::Model& m, TextFormat format) {
   const auto totals = m.totals();
   calibrate::TrainMemoryOptions o;
@@ -144,17 +160,7 @@ void show_transformer(const ModelArgs& a, const models::Model& m, TextFormat for
     std::cout << out.dump(2) << '\n';
     return;
   }
-  Table table({"name", "op", "output_shape", "params", "fwd_flops", "bwd_data_flops", "bwd_weights_flops",
-               "activation_bytes", "weight_bytes"});
-  for (const auto& l : m.layers()) {
-    if (l.op == models::OpKind::INPUT) continue;
-    std::vector<std::string> row = {l.name, std::string(models::op_name(l)), models::to_string(l.dst_shape)};
-    for (auto& cell : cost_cells(l.costs)) row.push_back(std::move(cell));
-    table.add_row(std::move(row));
-  }
-  std::vector<std::string> total_row = {"TOTAL", "", ""};
-  for (auto& cell : cost_cells(totals)) total_row.push_back(std::move(cell));
-  table.add_row(std::move(total_row));
+  const Table table = layer_table(m, totals);
   const double token_count = static_cast<double>(m.batch()) * static_cast<double>(tokens);
   if (format == TextFormat::TABLE)
     std::cout << fmt::format("model {}: micro-batch {}, sequence {}, {} layers, {} parameters, {:.3f} GFLOP forward "
@@ -217,17 +223,7 @@ void show(const ModelArgs& a) {
     std::cout << out.dump(2) << '\n';
     return;
   }
-  Table table({"name", "op", "output_shape", "params", "fwd_flops", "bwd_data_flops", "bwd_weights_flops",
-               "activation_bytes", "weight_bytes"});
-  for (const auto& l : m.layers()) {
-    if (l.op == models::OpKind::INPUT) continue;
-    std::vector<std::string> row = {l.name, std::string(models::op_name(l)), models::to_string(l.dst_shape)};
-    for (auto& cell : cost_cells(l.costs)) row.push_back(std::move(cell));
-    table.add_row(std::move(row));
-  }
-  std::vector<std::string> total_row = {"TOTAL", "", ""};
-  for (auto& cell : cost_cells(totals)) total_row.push_back(std::move(cell));
-  table.add_row(std::move(total_row));
+  const Table table = layer_table(m, totals);
   if (format == TextFormat::TABLE)
     std::cout << fmt::format("model {}: batch {}, input {}x{}x{}, {} layers, {} parameters, {:.3f} GFLOP forward\n",
                              m.name(), m.batch(), in.c, in.h, in.w, m.layers().size() - 1, totals.params,
