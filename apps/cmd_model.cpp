@@ -98,6 +98,16 @@ std::vector<std::string> cost_cells(const models::LayerCosts& c) {
 
 // Transformers: per-layer table as for CNNs, then the training memory of one data-parallel worker
 // (calibrate/train_memory.hpp) and whether it fits the device.
+// The memory terms of a worker (CNN or transformer estimate: the same fields), with the device and the verdict.
+template <class Memory>
+nlohmann::json memory_json(const Memory& mem, const std::string& device, bool fits) {
+  return {{"weights_B", whole(mem.weights_B)},         {"gradients_B", whole(mem.gradients_B)},
+          {"optimizer_B", whole(mem.optimizer_B)},     {"activations_B", whole(mem.activations_B)},
+          {"workspace_B", whole(mem.workspace_B)},     {"runtime_B", whole(mem.runtime_B)},
+          {"total_B", whole(mem.total_B())},           {"device", device},
+          {"fits", fits}};
+}
+
 // One row per layer (shape, parameters, FLOPs per pass, bytes) and a TOTAL row.
 Table layer_table(const models::Model& m, const models::LayerCosts& totals) {
   Table table({"name", "op", "output_shape", "params", "fwd_flops", "bwd_data_flops", "bwd_weights_flops",
@@ -137,26 +147,17 @@ void show_transformer(const ModelArgs& a, const models::Model& m, TextFormat for
       j.update(costs_json(l.costs));
       layers.push_back(std::move(j));
     }
-    const nlohmann::json out = {{"model", m.name()},
+    nlohmann::json out = {{"model", m.name()},
                                 {"micro_batch", m.batch()},
                                 {"seq_len", tokens},
                                 {"layers", std::move(layers)},
                                 {"totals", costs_json(totals)},
-                                {"memory",
-                                 {{"precision", o.precision},
-                                  {"optimizer", a.optimizer},
-                                  {"recompute", a.recompute},
-                                  {"zero", a.zero},
-                                  {"dp", a.dp},
-                                  {"weights_B", whole(mem.weights_B)},
-                                  {"gradients_B", whole(mem.gradients_B)},
-                                  {"optimizer_B", whole(mem.optimizer_B)},
-                                  {"activations_B", whole(mem.activations_B)},
-                                  {"workspace_B", whole(mem.workspace_B)},
-                                  {"runtime_B", whole(mem.runtime_B)},
-                                  {"total_B", whole(mem.total_B())},
-                                  {"device", a.device},
-                                  {"fits", fits}}}};
+                                {"memory", memory_json(mem, a.device, fits)}};
+    out["memory"].update({{"precision", o.precision},
+                          {"optimizer", a.optimizer},
+                          {"recompute", a.recompute},
+                          {"zero", a.zero},
+                          {"dp", a.dp}});
     std::cout << out.dump(2) << '\n';
     return;
   }
@@ -204,22 +205,13 @@ void show(const ModelArgs& a) {
       j.update(costs_json(l.costs));
       layers.push_back(std::move(j));
     }
-    const nlohmann::json out = {{"model", m.name()},
+    nlohmann::json out = {{"model", m.name()},
                                 {"batch", m.batch()},
                                 {"input", {in.c, in.h, in.w}},
                                 {"layers", std::move(layers)},
                                 {"totals", costs_json(totals)},
-                                {"memory",
-                                 {{"precision", std::string(calibrate::to_string(precision))},
-                                  {"weights_B", whole(mem.weights_B)},
-                                  {"gradients_B", whole(mem.gradients_B)},
-                                  {"optimizer_B", whole(mem.optimizer_B)},
-                                  {"activations_B", whole(mem.activations_B)},
-                                  {"workspace_B", whole(mem.workspace_B)},
-                                  {"runtime_B", whole(mem.runtime_B)},
-                                  {"total_B", whole(mem.total_B())},
-                                  {"device", a.device},
-                                  {"fits", fits}}}};
+                                {"memory", memory_json(mem, a.device, fits)}};
+    out["memory"]["precision"] = std::string(calibrate::to_string(precision));
     std::cout << out.dump(2) << '\n';
     return;
   }
