@@ -26,14 +26,9 @@ void ring_pass_coarse(World& w, const std::vector<int>& ranks, double bytes, int
 }
 }  // namespace
 
-void ring_pass(World& w, const std::vector<int>& ranks, double bytes, int steps, CommMode mode, Done done) {
+// Every step sent: rank i sends step k once its step k-1 send is done and it received step k-1 from its left.
+void ring_pass_fine(World& w, const std::vector<int>& ranks, double bytes, int steps, Done done) {
   const int n = static_cast<int>(ranks.size());
-  if (mode == CommMode::COARSE) {
-    run_alone_or_reuse(w, collective_signature(fmt::format("ring-pass {}", steps), {ranks}, bytes), n,
-                       [&w, ranks, bytes, steps](Done d) { ring_pass_coarse(w, ranks, bytes, steps, std::move(d)); },
-                       std::move(done));
-    return;
-  }
   struct State {
     int n = 0, steps = 0, completed = 0;
     double chunk = 0;
@@ -69,6 +64,29 @@ void ring_pass(World& w, const std::vector<int>& ranks, double bytes, int steps,
     user_done();
   };
   for (int i = 0; i < n; ++i) (*issue)(i);
+}
+
+void ring_pass(World& w, const std::vector<int>& ranks, double bytes, int steps, CommMode mode, Done done) {
+  // Channels over rail NICs (rail_channels): on nodes whose GPUs each have a NIC, one ring per GPU offset
+  // carries its share, as NCCL's rings do; elsewhere one ring over the ranks.
+  const auto channels = rail_channels(w, ranks);
+  const double share_B = bytes / static_cast<double>(channels.size());
+  auto run = [&w, channels, share_B, steps, mode](Done d) {
+    auto all = countdown(static_cast<int>(channels.size()), std::move(d));
+    for (const auto& c : channels) {
+      if (mode == CommMode::COARSE) {
+        ring_pass_coarse(w, c, share_B, steps, all);
+      } else {
+        ring_pass_fine(w, c, share_B, steps, all);
+      }
+    }
+  };
+  if (mode != CommMode::COARSE) {
+    run(std::move(done));
+    return;
+  }
+  run_alone_or_reuse(w, collective_signature(fmt::format("ring-pass {}", steps), channels, bytes),
+                     static_cast<std::int64_t>(ranks.size() * channels.size()), run, std::move(done));
 }
 
 ByteSplit ring_pass_bytes(const RankGeometry& g, double bytes, int steps) {
