@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/errors.hpp"
+#include "tests/sim/profile_test_support.hpp"
 #include "sim/src/plan/planners.hpp"
 #include "sim/src/plan/program.hpp"
 #include "sim/src/plan/rank_grid.hpp"
@@ -13,21 +14,7 @@ using namespace dtsim;
 using namespace dtsim::sim;
 
 namespace {
-calibrate::ComputeProfile profile_of(const std::vector<std::int64_t>& grad_bytes) {
-  calibrate::ComputeProfile p;
-  p.batch = 8;
-  for (std::size_t i = 0; i < grad_bytes.size(); ++i) {
-    calibrate::LayerTime l;
-    l.name = "l" + std::to_string(i);
-    l.fwd_s = 1e-3;
-    l.bwd_data_s = 1e-3;
-    l.bwd_weights_s = 1e-3;
-    l.grad_bytes = grad_bytes[i];
-    p.layers.push_back(l);
-  }
-  p.update_s = 5e-4;
-  return p;
-}
+using test_profiles::profile_of;
 
 int count(const RankProgram& p, TaskKind kind) {
   return static_cast<int>(std::count_if(p.tasks.begin(), p.tasks.end(), [&](const Task& t) { return t.kind == kind; }));

@@ -7,26 +7,13 @@
 
 #include "common/errors.hpp"
 #include "sim/comm.hpp"
+#include "tests/sim/profile_test_support.hpp"
 #include "sim/src/workload.hpp"
 
 using namespace dtsim;
 
 namespace {
-calibrate::ComputeProfile profile_of(const std::vector<std::int64_t>& grad_bytes) {
-  calibrate::ComputeProfile p;
-  p.batch = 8;
-  for (std::size_t i = 0; i < grad_bytes.size(); ++i) {
-    calibrate::LayerTime l;
-    l.name = "l" + std::to_string(i);
-    l.fwd_s = 1e-3;
-    l.bwd_data_s = 1e-3;
-    l.bwd_weights_s = 1e-3;
-    l.grad_bytes = grad_bytes[i];
-    p.layers.push_back(l);
-  }
-  p.update_s = 5e-4;
-  return p;
-}
+using test_profiles::profile_of;
 }  // namespace
 
 TEST_CASE("sim::Workload: buckets fill in backward order up to the fusion size", "[sim][workload]") {
