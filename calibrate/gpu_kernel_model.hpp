@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "calibrate/op_signature.hpp"
 #include "models/model.hpp"
@@ -16,12 +17,29 @@
 
 namespace dtsim::calibrate {
 
-// Arithmetic precision of training: FP32, or FP16 tensor-core math with FP32 accumulation and master
-// weights (activations, weight copies and gradients in FP16).
-enum class Precision { FP32, FP16_MIXED };
-std::string_view to_string(Precision precision);  // "fp32", "fp16-mixed"
+// Arithmetic precision of training, one row each (precision_rows()): FP32; TF32 tensor-core matmuls with FP32
+// storage; FP16 or BF16 tensor-core math with FP32 accumulation and master weights (activations, weight
+// copies and gradients in 16 bits); FP8 as NVIDIA Transformer Engine runs it (the GEMMs of linear layers in
+// FP8, attention and everything else in BF16; Transformer Engine docs, "Using FP8 with Transformer Engine").
+enum class Precision { FP32, TF32, FP16_MIXED, BF16_MIXED, FP8 };
+struct PrecisionRow {
+  Precision precision;
+  std::string_view name;          // "fp32", "tf32", "fp16-mixed", "bf16-mixed", "fp8"
+  std::string_view help;
+  double element_bytes;           // activations and gradients
+  std::string_view gemm;          // MathPrecision of transformer GEMMs ("fp32", "tf32", "fp16", "bf16", "fp8")
+  std::string_view attention;     // MathPrecision of the attention core
+  // The DeepBench-fitted CNN kernel model's precision that covers this one (convolutions and FC layers),
+  // or nullopt when none does (tf32, fp8: no conv timings at those precisions).
+  std::optional<Precision> cnn_fit;
+  bool mixed;                     // FP32 master weights beside a 16-bit weight copy
+};
+const std::vector<PrecisionRow>& precision_rows();
+const PrecisionRow& precision_row(Precision precision);
+std::string_view to_string(Precision precision);  // "fp32", "fp16-mixed", ...
 // Throws InputError naming the accepted values.
 Precision precision_by_name(std::string_view name);
+std::string precision_names();  // "fp32|tf32|fp16-mixed|bf16-mixed|fp8"
 // Bytes of one activation / gradient element at `precision` (4 or 2).
 double element_bytes(Precision precision);
 
@@ -105,19 +123,20 @@ class GpuKernelModel {
 };
 
 // Seconds of one pass of a transformer (OpKind::ROW) layer from the tensor kernels its row lists
-// (models::OpRow::kernels): GEMMs at `gemm_precision` (a MathPrecision name), flash attention at the
-// same precision, memory-bound ops over the row's FP32 bytes times `byte_scale` (element bytes / 4).
+// (models::OpRow::kernels): GEMMs at `gemm_precision` (a MathPrecision name), flash attention at
+// `attention_precision` (empty: the GEMMs'), memory-bound ops over the row's FP32 bytes times `byte_scale`
+// (element bytes / 4).
 // nullopt when the model lacks a fit one of those kernels needs (e.g. flash attention in fp32, or a row
 // without kernels): the caller then keeps its other timing.
 std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const models::Layer& layer, Pass pass,
                                         const platforms::Device& device, std::string_view gemm_precision,
-                                        double byte_scale);
+                                        double byte_scale, std::string_view attention_precision = {});
 
 // True for the layers the kernel model times: conv2d and fully_connected.
 bool kernel_model_applies(models::OpKind op);
 
-// Compute peak of `device` at `precision`: FP32 peak, or its FP16 tensor peak (InputError when the
-// device states none).
+// Compute peak of `device` at `precision`: its GEMM peak (FP32, or the tensor-core peak of the precision's
+// GEMMs; InputError when the device states none).
 double precision_peak_flops(const platforms::Device& device, Precision precision);
 
 // Predicted time (s) of one pass of a conv2d / fully_connected `layer` on `device` at `precision`.

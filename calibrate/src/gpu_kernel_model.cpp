@@ -27,8 +27,11 @@ constexpr double FP16_BYTES = 2.0;
 // Largest model file read: the shipped one (data/gpu_kernels.json, every fitted device) is 23 KB.
 constexpr std::size_t GPU_KERNEL_MODEL_MAX_BYTES = 16 << 20;
 
+// The CNN fits are keyed by fp32 and fp16-mixed; bf16-mixed uses the fp16 fit (equal FP16 and BF16 tensor
+// peaks on A100 and H100: NVIDIA A100 and H100 datasheets), tf32 and fp8 have none.
 std::string key_of(const std::string& device, Precision precision) {
-  return device + "|" + std::string(to_string(precision));
+  const auto fit = precision_row(precision).cnn_fit;
+  return device + "|" + std::string(fit ? to_string(*fit) : "none");
 }
 
 double positive(const nlohmann::json& j, const char* field, const std::string& path, const std::string& where) {
@@ -63,8 +66,8 @@ KernelCoefficients parse_coefficients(const nlohmann::json& j, const std::string
 }
 
 std::optional<Precision> precision_or_null(std::string_view name) {
-  if (name == "fp32") return Precision::FP32;
-  if (name == "fp16-mixed") return Precision::FP16_MIXED;
+  for (const auto& r : precision_rows())
+    if (r.name == name) return r.precision;
   return std::nullopt;
 }
 
@@ -258,16 +261,41 @@ double checked_size(double v, const char* what) {
 
 }  // namespace
 
-std::string_view to_string(Precision precision) {
-  return precision == Precision::FP32 ? "fp32" : "fp16-mixed";
+const std::vector<PrecisionRow>& precision_rows() {
+  static const std::vector<PrecisionRow> rows = {
+      {Precision::FP32, "fp32", "FP32 math and storage", FP32_BYTES, "fp32", "fp32", Precision::FP32, false},
+      {Precision::TF32, "tf32", "TF32 tensor-core matmuls, FP32 storage (A100, H100)", FP32_BYTES, "tf32", "fp32",
+       std::nullopt, false},
+      {Precision::FP16_MIXED, "fp16-mixed", "FP16 tensor cores, FP32 master weights (V100, T4, A100, H100)",
+       FP16_BYTES, "fp16", "fp16", Precision::FP16_MIXED, true},
+      {Precision::BF16_MIXED, "bf16-mixed", "BF16 tensor cores, FP32 master weights (A100, H100)", FP16_BYTES,
+       "bf16", "bf16", Precision::FP16_MIXED, true},
+      {Precision::FP8, "fp8", "Transformer Engine: linear-layer GEMMs in FP8, the rest in BF16 (H100, H200)",
+       FP16_BYTES, "fp8", "bf16", std::nullopt, true},
+  };
+  return rows;
+}
+
+const PrecisionRow& precision_row(Precision precision) {
+  for (const auto& r : precision_rows())
+    if (r.precision == precision) return r;
+  throw Failure("internal: precision without a row");
+}
+
+std::string_view to_string(Precision precision) { return precision_row(precision).name; }
+
+std::string precision_names() {
+  std::string out;
+  for (const auto& r : precision_rows()) out += (out.empty() ? "" : "|") + std::string(r.name);
+  return out;
 }
 
 Precision precision_by_name(std::string_view name) {
   if (auto p = precision_or_null(name)) return *p;
-  throw InputError(fmt::format("unknown precision '{}' (expected fp32 or fp16-mixed)", name));
+  throw InputError(fmt::format("unknown precision '{}' (expected one of {})", name, precision_names()));
 }
 
-double element_bytes(Precision precision) { return precision == Precision::FP32 ? FP32_BYTES : FP16_BYTES; }
+double element_bytes(Precision precision) { return precision_row(precision).element_bytes; }
 
 std::string GpuKernelModel::builtin_path() {
   if (const char* env = std::getenv("DTSIM_GPU_KERNELS"); env && *env) return env;
@@ -321,11 +349,11 @@ bool kernel_model_applies(models::OpKind op) {
 
 double precision_peak_flops(const platforms::Device& device, Precision precision) {
   if (precision == Precision::FP32) return device.peak_flops;
-  if (!(device.fp16_tensor_flops > 0))
+  if (precision == Precision::FP16_MIXED && !(device.fp16_tensor_flops > 0))
     throw InputError(fmt::format("device '{}' has no FP16 tensor cores (no fp16_tensor_flops in devices.yaml): "
                                  "precision fp16-mixed needs one of V100, T4, A100, H100",
                                  device.name));
-  return device.fp16_tensor_flops;
+  return math_peak_flops(device, math_precision_by_name(precision_row(precision).gemm));
 }
 
 double kernel_share(const platforms::Device& device, int threads, int sockets) {
@@ -451,7 +479,8 @@ bool GpuKernelModel::has_tensor_fit(const std::string& device, std::string_view 
 
 std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const models::Layer& layer, Pass pass,
                                         const platforms::Device& device, std::string_view gemm_precision,
-                                        double byte_scale) {
+                                        double byte_scale, std::string_view attention_precision) {
+  if (attention_precision.empty()) attention_precision = gemm_precision;
   if (!layer.row || !layer.row->kernels) return std::nullopt;
   const models::RowPass row_pass = pass == Pass::FWD        ? models::RowPass::FWD
                                    : pass == Pass::BWD_DATA ? models::RowPass::BWD_DATA
@@ -460,14 +489,15 @@ std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const model
   using Kind = models::RowKernel::Kind;
   for (const auto& k : kernels) {
     const char* kind = k.kind == Kind::GEMM ? "gemm" : k.kind == Kind::ATTENTION ? "attention" : "memory";
-    if (!model.has_tensor_fit(device.name, kind, gemm_precision)) return std::nullopt;
+    if (!model.has_tensor_fit(device.name, kind, k.kind == Kind::ATTENTION ? attention_precision : gemm_precision))
+      return std::nullopt;
   }
   double s = 0;
   for (const auto& k : kernels) {
     if (k.kind == Kind::GEMM)
       s += k.calls * model.gemm_s(device, gemm_precision, GemmShape{k.m, k.n, k.k}, pass);
     else if (k.kind == Kind::ATTENTION)
-      s += model.attention_s(device, gemm_precision,
+      s += model.attention_s(device, attention_precision,
                              AttentionShape{k.batch, k.heads, k.kv_heads, k.seq, k.head_dim, k.causal},
                              pass != Pass::FWD);
     else

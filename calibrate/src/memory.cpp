@@ -71,7 +71,7 @@ MemoryEstimate estimate_memory(const models::Model& model, Precision precision, 
       m.workspace_B = std::max(m.workspace_B, largest);
     }
   }
-  m.weights_B = params * FP32_BYTES + (precision == Precision::FP16_MIXED ? params * FP16_BYTES : 0.0);
+  m.weights_B = params * FP32_BYTES + (precision_row(precision).mixed ? params * FP16_BYTES : 0.0);
   m.gradients_B = params * elem;
   m.optimizer_B = params * MOMENTUM_BYTES_PER_PARAM;
   if (device.kind == platforms::DeviceKind::GPU) m.runtime_B = GPU_RUNTIME_RESERVE_B;

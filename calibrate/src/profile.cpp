@@ -136,17 +136,26 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     throw InputError(fmt::format("cpu sockets must be in 1..64, got {}", options.cpu_sockets));
   if (model.batch() < 1) throw InputError(fmt::format("model '{}': batch must be >= 1", model.name()));
   const bool gpu = device.kind == platforms::DeviceKind::GPU;
-  if (options.precision == Precision::FP16_MIXED) {
-    if (!gpu) throw InputError(fmt::format("precision fp16-mixed needs a GPU with tensor cores; '{}' is a CPU", device.name));
-    precision_peak_flops(device, options.precision);  // throws for a GPU without FP16 tensor cores
+  const PrecisionRow& prec = precision_row(options.precision);
+  if (options.precision != Precision::FP32) {
+    if (!gpu)
+      throw InputError(fmt::format("precision {} needs a GPU with tensor cores; '{}' is a CPU", prec.name, device.name));
+    precision_peak_flops(device, options.precision);  // throws for a GPU without the precision's tensor cores
   }
   // GPUs, and a CPU the model has a fit for (DeepBench's Xeon Phi): the kernel model times their
   // convolutions and GEMMs; everything else follows the device model.
   const KernelCoefficients* kernels = GpuKernelModel::builtin().coefficients_or_null(device.name, options.precision);
-  if (gpu && options.precision == Precision::FP16_MIXED && !kernels)
-    throw InputError(fmt::format("device '{}': the GPU kernel model has no fp16-mixed fit or fallback for it "
+  const bool has_cnn_layers = std::any_of(model.layers().begin(), model.layers().end(),
+                                          [](const models::Layer& l) { return kernel_model_applies(l.op); });
+  if (gpu && !prec.cnn_fit && has_cnn_layers)
+    throw InputError(fmt::format("precision {}: the GPU kernel model of convolution and fully-connected layers was "
+                                 "fitted at fp32 and fp16 only (DeepBench); model '{}' has such layers (use fp32, "
+                                 "fp16-mixed or bf16-mixed)",
+                                 prec.name, model.name()));
+  if (gpu && options.precision != Precision::FP32 && prec.cnn_fit && !kernels && has_cnn_layers)
+    throw InputError(fmt::format("device '{}': the GPU kernel model has no {} fit or fallback for it "
                                  "(calibrate/data/gpu_kernels.json)",
-                                 device.name));
+                                 device.name, prec.name));
   // Activations, weight copies and gradients at the precision's element size.
   const double byte_scale = element_bytes(options.precision) / element_bytes(Precision::FP32);
 
@@ -193,9 +202,10 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
           : fmt::format("kernel model of {} (fallback for {})", kernels->fitted_on, device.name);
   // A GPU with tensor-kernel fits of all three kinds (§4d: H100, H200 and their fallbacks) times the
   // transformer (row) layers from the GEMM, attention and memory kernels their rows list. GEMMs run at the
-  // profile's precision as PyTorch runs it by default: fp32 (TF32 off for matmuls), fp16-mixed in fp16.
+  // precision row's matrix precision (fp32 with TF32 off, as PyTorch's default; tf32; fp16; bf16; fp8 under
+  // Transformer Engine, whose attention stays in bf16).
   const GpuKernelModel& tensor_model = GpuKernelModel::builtin();
-  const std::string_view gemm_precision = options.precision == Precision::FP16_MIXED ? "fp16" : "fp32";
+  const std::string_view gemm_precision = prec.gemm;
   const bool tensor_fits = gpu && tensor_model.has_tensor_fit(device.name, "gemm", gemm_precision) &&
                            tensor_model.has_tensor_fit(device.name, "attention", "bf16") &&
                            tensor_model.has_tensor_fit(device.name, "memory", gemm_precision);
@@ -220,7 +230,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
       std::string source = "measured on this machine";
       std::optional<double> tensor_s;
       if (tensor_fits && layer.row)
-        tensor_s = row_tensor_pass_s(tensor_model, layer, pass, device, gemm_precision, byte_scale);
+        tensor_s = row_tensor_pass_s(tensor_model, layer, pass, device, gemm_precision, byte_scale, prec.attention);
       if (tensor_s) {
         s = *tensor_s;
         measured = false;  // timed on the lent GPU, not from this host's calibration entries

@@ -107,6 +107,12 @@ std::string servers_only(const Scenario& s, std::string text) {
   return sim::uses_servers(s.point.strategy) ? text : "";
 }
 
+std::string precision_help() {
+  std::string out = calibrate::precision_names() + ":";
+  for (const auto& r : calibrate::precision_rows()) out += fmt::format("\n  {}: {}", r.name, r.help);
+  return out;
+}
+
 std::vector<ScenarioField> make_fields() {
   using K = FlagKind;
   return {
@@ -496,9 +502,9 @@ std::vector<ScenarioField> make_fields() {
        .write = [](const Scenario& s) { return value(s.point.interference); }},
       {.key = "precision",
        .group = GROUP_JOB,
-       .type = "fp32 / fp16-mixed",
+       .type = "fp32 / tf32 / fp16-mixed / bf16-mixed / fp8",
        .default_text = "fp32",
-       .help = "fp32|fp16-mixed (FP16 tensor cores: V100, T4, A100, H100; FP16 activations and gradients)",
+       .help = precision_help(),
        .flag = "--precision",
        .flag_kind = K::VALUE,
        .example = "fp16-mixed",

@@ -168,6 +168,10 @@ TEST_CASE("calibrate::Profile: fp16-mixed halves gradient bytes and uses the ten
   const auto& p100 = platforms::DeviceCatalog::builtin().by_name("p100-sxm2");
   CHECK_THROWS_AS(calibrate::build_profile(model, p100, o), InputError);
   CHECK_THROWS_AS(calibrate::precision_by_name("bf16"), InputError);
+  CHECK(calibrate::precision_by_name("bf16-mixed") == calibrate::Precision::BF16_MIXED);
+  CHECK(calibrate::element_bytes(calibrate::Precision::FP8) == 2);
+  CHECK(calibrate::precision_row(calibrate::Precision::FP8).gemm == "fp8");
+  CHECK(calibrate::precision_row(calibrate::Precision::FP8).attention == "bf16");
   CHECK(calibrate::precision_by_name("fp16-mixed") == calibrate::Precision::FP16_MIXED);
 }
 
