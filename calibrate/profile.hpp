@@ -21,6 +21,7 @@ struct LayerTime {
   double bwd_weights_s = 0;
   std::int64_t grad_bytes = 0;   // gradient of this layer's parameters at the profile's precision (0 if none)
   bool measured = false;         // true when the host time came from a clean calibration entry
+  int block = -1;                // transformer block (models::SeqParams::block), -1 outside blocks or for CNNs
   double bwd_s() const { return bwd_data_s + bwd_weights_s; }
 };
 

@@ -2,6 +2,7 @@
 // and optimizer state per precision and ZeRO stage, activations kept for backward under a recompute
 // policy, workspace. Formulas and sources: docs/calibration.md "Transformer memory", models/README.md.
 #pragma once
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,15 @@ struct TrainMemoryOptions {
   Recompute recompute = Recompute::NONE;
   int zero_stage = 0;  // 0..3: ZeRO partitions optimizer state (1), + gradients (2), + weights (3) over dp
   int dp = 1;          // data-parallel size
+  // A pipeline stage: the layers it holds (null: every layer), and how many micro-batches' activations
+  // it keeps at once (1F1B's first stage: up to the pipeline depth; layouts.cpp's in_flight).
+  std::function<bool(const models::Layer&)> include;
+  double activation_sets = 1;
+  // Megatron's sequence parallelism over `sequence_parallel` tensor-parallel ranks: the activations of
+  // layers that read the full hidden width `hidden` (norms, dropout, residual adds, the inputs of the
+  // column-parallel linears) are split over the sequence (Korthikanti et al. 2022, sbh(34/t + 5as/ht)).
+  int sequence_parallel = 1;
+  std::int64_t hidden = 0;
 };
 
 struct TrainMemory {

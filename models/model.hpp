@@ -65,6 +65,9 @@ struct SeqParams {
   std::int64_t patch = 0;         // patch_embed: square patch side
   std::int64_t classes = 0;       // cls_head
   std::int64_t block = -1;        // transformer block index (full recompute checkpoints per block); -1 = none
+  // Parallel shards (internal: built by ModelOptions, never read from YAML).
+  std::int64_t context_parallel = 1;  // attention: the keys/values span this many ranks' sequence chunks
+  std::int64_t expert_parallel = 1;   // moe_experts: this rank holds experts / expert_parallel of them
   bool bias = true;               // linear, layer_norm
   bool head_bias = false;         // lm_head: a bias per vocabulary entry (BERT's decoder bias)
   bool causal = false;            // attention: causal mask

@@ -15,6 +15,13 @@ struct ModelOptions {
   // Transformers (language models): the model is built for (batch = micro-batch, seq_len) tokens.
   int seq_len = 0;               // 0 = the model's default (its training context); not for CNNs or ViT
   bool flash_attention = false;  // fused attention kernels (no s x s score matrix kept)
+  // Transformers: the shard one rank of a parallel layout holds (Megatron-LM's layers; models/README.md
+  // "Sharded models"): tensor parallelism splits heads, the MLP's intermediate size and the vocabulary;
+  // context parallelism gives each rank seq_len / context_parallel tokens whose attention runs over the
+  // whole sequence; expert parallelism places experts / expert_parallel experts on each rank. 1 = none.
+  int tensor_parallel = 1;
+  int context_parallel = 1;
+  int expert_parallel = 1;
 };
 
 // Names of the zoo models: lenet5, alexnet, vgg16, resnet18, resnet34, resnet50, resnet101, resnet152,

@@ -23,6 +23,13 @@ struct Scenario {
   int batch = 32;           // per worker
   int input_h = 0, input_w = 0, classes = 0;  // 0 = model defaults
   int threads = 0;          // CPU threads per worker (0 = cores / workers per node)
+  // Transformers (docs/parallel-layouts.md): tokens per sequence (0 = the model's context), sequences per
+  // micro-batch (0 = batch) and per iteration over the whole job (0 = one micro-batch per data-parallel
+  // replica), fused (flash) attention. The layout itself is point.layout.
+  int seq_len = 0;
+  int micro_batch = 0;
+  int global_batch = 0;
+  bool flash_attention = true;
   std::vector<int> ps;      // one count, or one per workers entry; empty with ps_auto = search
   bool ps_auto = false;
   std::optional<double> anchor_samples_per_s;

@@ -146,6 +146,43 @@ std::string framework_help();  // one line per profile
 // Sets the point's fusion size, cycle time and runtime from the profile.
 void apply_framework(struct TrainingPoint& point, const FrameworkProfile& profile);
 
+// A transformer's parallel layout (docs/parallel-layouts.md): tensor (tp), pipeline (pp, with vp virtual
+// stages per pipeline rank), context (cp) and expert (ep) parallelism, the rest data parallelism
+// (dp = workers / (tp x pp x cp)) with a ZeRO stage; ranks placed in Megatron-LM's order. The planner
+// (sim/src/plan/layout.cpp) builds every rank's iteration from it and a profile of one rank's shard of the
+// model (models::ModelOptions tensor_parallel ...). Inactive (samples_per_iteration 0): data parallelism
+// of the exchange families.
+struct ParallelLayout {
+  int tp = 1, pp = 1, vp = 1, cp = 1, ep = 1;
+  bool sequence_parallel = false;  // Megatron's: tensor-parallel allreduces become reduce-scatter + allgather
+  int zero = 0;                    // 0: DDP allreduce; 1: sharded optimizer; 2: + gradients; 3: + weights (FSDP)
+  std::string schedule = "1f1b";   // gpipe | 1f1b (interleaved when vp > 1)
+  std::string order = "tp-cp-dp-pp";  // rank placement, fastest dimension first
+  int micro_batches = 1;           // per iteration and data-parallel replica (gradient accumulation)
+  std::vector<int> stage_layers{};  // layers per pipeline chunk (pp x vp entries, in chunk order); empty: even
+  std::string recompute = "none";  // none | selective (attention core) | full (every block)
+  // Node-local tensor, context and expert collectives are priced once each by running them on the network
+  // and then charged on the compute stream (docs/parallel-layouts.md "Folds"); false: each one simulated.
+  bool fold_local_collectives = true;
+  // Bytes of one micro-batch, derived from the model by the prediction:
+  double tp_bytes = 0;      // a tensor-parallel allreduce: micro-batch x seq/cp x hidden x element bytes
+  double pp_bytes = 0;      // an activation (or its gradient) sent between pipeline stages
+  double cp_kv_bytes = 0;   // one layer's gathered keys and values over the context-parallel group
+  double ep_bytes = 0;      // one MoE alltoall (dispatch or combine) per rank
+  double param_bytes_per_grad_byte = 1;  // ZeRO gathers weights of this size per gradient byte
+  double samples_per_iteration = 0;      // the global batch; 0: inactive
+  bool active() const { return samples_per_iteration > 0; }
+  int model_parallel() const { return tp * pp * cp; }
+  bool operator==(const ParallelLayout&) const = default;
+};
+
+// InputError naming the flag and the constraint for a layout the planner cannot play on `workers` ranks.
+void check_layout(const ParallelLayout& layout, int workers);
+// Transformer blocks per pipeline chunk (pp x vp entries, chunk k*pp + s on pipeline rank s): the layout's
+// stage_layers, else an even split with the remainder spread from the second chunk on. InputError (naming
+// --pp or --stage-layers) when they do not cover `blocks`.
+std::vector<int> layout_chunk_blocks(const ParallelLayout& layout, int blocks);
+
 // The fields a user writes are described once, with their keys, flags, parsers and writers, in the
 // scenario field table (scenarios/fields.hpp); the others are derived by the prediction (server apply
 // time, input and output bytes) or are the simulation library's own switches (ps_fold ...).
@@ -187,6 +224,7 @@ struct TrainingPoint {
   double output_bytes_per_sample = 0;        // data-parallel-single-node: outputs gathered on device 0
   double metadata_ops_per_sample = 1;        // real data on a parallel FS: file opens per sample (one JPEG each)
   double preprocess_s_per_sample = 0;        // real data: host decode/augment time per sample (0 = not modelled)
+  ParallelLayout layout;                     // transformers: tensor/pipeline/context/expert layout, ZeRO
   bool operator==(const TrainingPoint&) const = default;
 };
 
@@ -227,6 +265,10 @@ struct Breakdown {
   double compute_variability_s = 0;      // its device factor: the slowest device's pace (device spread,
                                          // jitter, stragglers; negative when it is faster)
   double overlap_slowdown_s = 0;         // compute overlapped with a collective on a GPU (OVERLAP_COMPUTE_SLOWDOWN)
+  // Parallel layouts (ParallelLayout), rank 0's share of the iteration:
+  double local_collectives_s = 0;        // tensor/context/expert-parallel collectives on the compute stream
+  double bubble_s = 0;                   // the schedule's pipeline bubble on an ideal network
+  double recompute_s = 0;                // forward work recomputed in backward (inside compute_s)
 };
 
 // One measured resource of the steady-state iterations: a link (NIC, switch port, PCIe switch uplink,
@@ -264,6 +306,12 @@ struct PointResult {
   // The busiest resources by measured utilisation over the steady-state iterations (SimGrid link
   // usage integrated over time; PS CPU: its update time), busiest first, at most MAX_RESOURCES_REPORTED.
   std::vector<ResourceUse> resources;
+  // Transformers (set by the prediction, scenarios/src/layout.cpp; 0 for CNNs):
+  double tokens_per_s = 0;                // whole job
+  double model_tflops_per_device = 0;     // 6N-style model FLOPs (no recompute) per device per second / 1e12
+  double hardware_tflops_per_device = 0;  // FLOPs the devices run, recomputation included
+  double mfu = 0, hfu = 0;                // the two over the device's peak at the training precision
+  double memory_per_device_B = 0;         // the largest rank's estimate (weights, gradients, optimizer, activations)
 };
 inline constexpr std::size_t MAX_RESOURCES_REPORTED = 8;
 

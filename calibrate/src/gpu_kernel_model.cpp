@@ -497,7 +497,7 @@ std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const model
     if (k.kind == Kind::GEMM)
       s += k.calls * model.gemm_s(device, gemm_precision, GemmShape{k.m, k.n, k.k}, pass);
     else if (k.kind == Kind::ATTENTION)
-      s += model.attention_s(device, attention_precision,
+      s += k.calls * model.attention_s(device, attention_precision,
                              AttentionShape{k.batch, k.heads, k.kv_heads, k.seq, k.head_dim, k.causal},
                              pass != Pass::FWD);
     else

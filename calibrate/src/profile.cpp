@@ -218,6 +218,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     LayerTime t;
     t.name = layer.name;
     t.op = std::string(models::op_name(layer));
+    t.block = layer.row ? static_cast<int>(layer.params.seq.block) : -1;
     t.grad_bytes = static_cast<std::int64_t>(static_cast<double>(layer.costs.params) * element_bytes(options.precision));
     params += layer.costs.params;
     const OpClass op_class = op_class_of(layer);

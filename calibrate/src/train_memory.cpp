@@ -88,26 +88,31 @@ TrainMemory estimate_train_memory(const models::Model& model, const TrainMemoryO
   // Full recompute keeps each block's input and re-runs one block at a time in backward.
   std::map<std::int64_t, double> block_saved, block_input;
   double outside = 0;
+  if (!(o.activation_sets >= 1 && o.activation_sets < 1e9))
+    throw InputError(fmt::format("activation sets must be in [1, 1e9), got {}", o.activation_sets));
+  if (o.sequence_parallel < 1) throw InputError("sequence-parallel ranks must be >= 1");
   for (const auto& l : model.layers()) {
+    if (o.include && !o.include(l)) continue;
     m.params += static_cast<double>(l.costs.params);
     if (l.op == models::OpKind::INPUT) continue;
     largest_output = std::max(largest_output, static_cast<double>(l.dst_shape.elements()));
-    const double saved = saved_bytes(l, p, o.recompute == Recompute::FULL ? Recompute::NONE : o.recompute);
+    double saved = saved_bytes(l, p, o.recompute == Recompute::FULL ? Recompute::NONE : o.recompute);
+    if (o.sequence_parallel > 1 && l.row && !l.src_shapes.empty() && l.src_shapes.front().c == o.hidden)
+      saved /= o.sequence_parallel;
     const std::int64_t block = l.row ? l.params.seq.block : -1;
     if (block < 0) {
       outside += saved;
       continue;
     }
     if (!block_input.count(block))  // the first layer of a block reads the block's input
-      block_input[block] = static_cast<double>(l.src_shapes.front().elements()) * p.act_B;
+      block_input[block] = static_cast<double>(l.src_shapes.front().elements()) * p.act_B / o.sequence_parallel;
     block_saved[block] += saved;
   }
   double activations = outside;
+  double recomputed_block = 0;  // full recompute: one block's activations, rebuilt in backward, one at a time
   if (o.recompute == Recompute::FULL) {
-    double largest_block = 0;
     for (const auto& [b, in] : block_input) activations += in;
-    for (const auto& [b, saved] : block_saved) largest_block = std::max(largest_block, saved);
-    activations += largest_block;
+    for (const auto& [b, saved] : block_saved) recomputed_block = std::max(recomputed_block, saved);
   } else {
     for (const auto& [b, saved] : block_saved) activations += saved;
   }
@@ -116,7 +121,7 @@ TrainMemory estimate_train_memory(const models::Model& model, const TrainMemoryO
   m.weights_B = m.params * (p.weight_B + p.fp8_weight_cache_B) / (o.zero_stage >= 3 ? dp : 1.0);
   m.gradients_B = m.params * p.grad_B / (o.zero_stage >= 2 ? dp : 1.0);
   m.optimizer_B = m.params * state_B / (o.zero_stage >= 1 ? dp : 1.0);
-  m.activations_B = activations;
+  m.activations_B = activations * o.activation_sets + recomputed_block;
   // One activation gradient of the largest output is alive in backward, plus the GEMM library workspace.
   m.workspace_B = largest_output * p.act_B + CUBLAS_WORKSPACE_B;
   if (device.kind == platforms::DeviceKind::GPU) m.runtime_B = GPU_RUNTIME_RESERVE_B;

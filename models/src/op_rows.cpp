@@ -185,7 +185,9 @@ void infer_attention(Layer& l, const std::string& where) {
   const double a = static_cast<double>(h.q);
   // Score pairs per (sample, head): all s^2 (a dense kernel masks after computing), or the causal
   // triangle s(s+1)/2 for a flash kernel that skips masked work.
-  const double pairs = p.flash && p.causal ? s * (s + 1) / 2 : s * s;
+  // Context parallelism (ring attention): the local queries meet the keys of all cp chunks.
+  const double cp = static_cast<double>(std::max<std::int64_t>(1, p.context_parallel));
+  const double pairs = (p.flash && p.causal ? s * (s + 1) / 2 : s * s) * cp;
   const double scores = b * a * pairs;
   const double mm = 2 * scores * d;  // one of QK^T, PV
   const bool drop = p.dropout > 0;
@@ -294,11 +296,14 @@ void infer_moe_experts(Layer& l, const std::string& where) {
   const Shape& router = sequence_src(l, 1, where);
   const std::int64_t x = positive(p.experts, "experts", where), f = positive(p.ffn, "ffn", where);
   if (p.top_k < 1 || p.top_k > x) fail(where, fmt::format("field 'top_k' must be in 1..{}, got {}", x, p.top_k));
+  const std::int64_t ep = std::max<std::int64_t>(1, p.expert_parallel);
+  if (x % ep != 0) fail(where, fmt::format("expert parallelism {} must divide the {} experts", ep, x));
+  const std::int64_t local = x / ep;  // experts on this rank; it computes its share of every rank's tokens
   if (router.c != x || router.n != src.n || router.h != src.h)
     fail(where, fmt::format("the second input must be the router's batch x {} x seq x 1 output, got {}", x,
                             to_string(router)));
   const std::int64_t h = src.c;
-  l.costs.params = mul(x, mul(3, mul(h, f, where), where), where);  // gate, up, down per expert, no bias
+  l.costs.params = mul(local, mul(3, mul(h, f, where), where), where);  // gate, up, down per expert, no bias
   set_dst(l, src, where);
   const double tokens = static_cast<double>(src.n) * static_cast<double>(src.h);
   const double routed = tokens * static_cast<double>(p.top_k);  // token copies sent to experts
@@ -445,6 +450,7 @@ Kernels kernels_attention(const Layer& l, RowPass pass) {
     r.kind = Kind::ATTENTION;
     r.batch = b, r.heads = a, r.kv_heads = static_cast<double>(h.kv), r.seq = s, r.head_dim = d;
     r.causal = p.causal;
+    r.calls = static_cast<double>(std::max<std::int64_t>(1, p.context_parallel));  // one per ring step
     return {r};
   }
   // Dense: batched GEMMs over batch x heads (one call, its rows stacked), softmax and dropout over the
@@ -482,7 +488,10 @@ Kernels kernels_moe_router(const Layer& l, RowPass pass) {
 Kernels kernels_moe_experts(const Layer& l, RowPass pass) {
   const SeqParams& p = l.params.seq;
   const Shape& src = l.src_shapes.front();
-  const double x = static_cast<double>(p.experts), hd = static_cast<double>(src.c), f = static_cast<double>(p.ffn);
+  // With expert parallelism each rank's experts take their share of the whole group's tokens: in balance,
+  // as many routed copies as the rank sent out.
+  const double x = static_cast<double>(p.experts / std::max<std::int64_t>(1, p.expert_parallel));
+  const double hd = static_cast<double>(src.c), f = static_cast<double>(p.ffn);
   const double routed = tokens_of(src) * static_cast<double>(p.top_k), per_expert = routed / x;
   Kernels k;
   linear_gemms(k, per_expert, hd, 2 * f, pass, true, x);  // gate and up, fused

@@ -14,7 +14,9 @@ constexpr int MAX_SEQ_LEN = 1 << 20;
 
 class Blocks {
  public:
-  Blocks(Model& m, const TransformerConfig& c, bool flash) : m_(m), c_(c), flash_(flash) {}
+  Blocks(Model& m, const TransformerConfig& c, const ModelOptions& o)
+      : m_(m), c_(c), flash_(o.flash_attention), tp_(o.tensor_parallel), cp_(o.context_parallel),
+        ep_(o.expert_parallel) {}
 
   std::string row(const std::string& name, std::string_view op, const std::string& in, SeqParams p = {}) {
     p.block = block_;
@@ -47,16 +49,20 @@ class Blocks {
   // Fused QKV projection, (rotary), attention core, output projection.
   std::string attention(const std::string& p, const std::string& in, bool causal) {
     const bool llama = c_.family == TransformerFamily::LLAMA;
-    const std::int64_t kv = c_.kv_heads ? c_.kv_heads : c_.heads;
+    // Tensor parallelism: each rank holds heads / tp query heads and kv_heads / tp key/value heads
+    // (column-parallel QKV, row-parallel output projection; Shoeybi et al. 2019, Megatron-LM).
+    const std::int64_t kv = (c_.kv_heads ? c_.kv_heads : c_.heads) / tp_;
+    const std::int64_t heads = c_.heads / tp_;
     const std::int64_t d = c_.hidden / c_.heads;
-    auto x = linear(p + ".qkv", in, (c_.heads + 2 * kv) * d, !llama);
+    auto x = linear(p + ".qkv", in, (heads + 2 * kv) * d, !llama);
     SeqParams h;
-    h.heads = c_.heads;
+    h.heads = heads;
     h.kv_heads = kv;
     if (llama) x = row(p + ".rotary", "rotary", x, h);
     h.causal = causal;
     h.flash = flash_;
     h.dropout = c_.attention_dropout;
+    h.context_parallel = cp_;
     x = row(p + ".core", "attention", x, h);
     return linear(p + ".proj", x, c_.hidden, !llama);
   }
@@ -67,14 +73,15 @@ class Blocks {
         r.experts = c_.experts;
         r.top_k = c_.top_k;
         const auto gate = row(p + ".router", "moe_router", in, r);
-        r.ffn = c_.ffn;
+        r.ffn = c_.ffn / tp_;
+        r.expert_parallel = ep_;
         return row2(p + ".experts", "moe_experts", in, gate, r);
       }
-      auto x = linear(p + ".gate_up", in, 2 * c_.ffn, false);
+      auto x = linear(p + ".gate_up", in, 2 * c_.ffn / tp_, false);
       x = row(p + ".swiglu", "swiglu", x);
       return linear(p + ".down", x, c_.hidden, false);
     }
-    auto x = linear(p + ".fc1", in, c_.ffn, true);
+    auto x = linear(p + ".fc1", in, c_.ffn / tp_, true);
     x = row(p + ".gelu", "gelu", x);
     return linear(p + ".fc2", x, c_.hidden, true);
   }
@@ -98,6 +105,7 @@ class Blocks {
   Model& m_;
   const TransformerConfig& c_;
   bool flash_;
+  std::int64_t tp_ = 1, cp_ = 1, ep_ = 1;
   std::int64_t block_ = -1;
 };
 
@@ -120,6 +128,41 @@ void check_config(const TransformerConfig& c) {
   if (c.layers > 1 << 16) throw InputError(fmt::format("model '{}': layers must be <= 65536", c.name));
 }
 
+// The layout's constraints on the model (Megatron-LM's own checks: heads, query groups and the MLP split
+// evenly over tensor-parallel ranks; experts over expert-parallel ranks). Errors name the flag.
+void check_shards(const TransformerConfig& c, const ModelOptions& o) {
+  const auto range = [&](int v, const char* flag) {
+    if (v < 1 || v > (1 << 16)) throw InputError(fmt::format("{}: must be in 1..65536, got {}", flag, v));
+  };
+  range(o.tensor_parallel, "--tp");
+  range(o.context_parallel, "--cp");
+  range(o.expert_parallel, "--ep");
+  const std::int64_t tp = o.tensor_parallel;
+  const std::int64_t kv = c.kv_heads ? c.kv_heads : c.heads;
+  if (c.heads % tp != 0)
+    throw InputError(fmt::format("--tp: tensor parallelism {} must divide model '{}''s {} attention heads", tp, c.name,
+                                 c.heads));
+  if (kv % tp != 0)
+    throw InputError(fmt::format("--tp: tensor parallelism {} must divide model '{}''s {} key/value heads (query groups)",
+                                 tp, c.name, kv));
+  if (c.ffn % tp != 0)
+    throw InputError(fmt::format("--tp: tensor parallelism {} must divide model '{}''s MLP size {}", tp, c.name, c.ffn));
+  if (o.expert_parallel > 1 && c.experts == 0)
+    throw InputError(fmt::format("--ep: model '{}' has no experts (expert parallelism needs a mixture of experts)", c.name));
+  if (c.experts > 0 && c.experts % o.expert_parallel != 0)
+    throw InputError(fmt::format("--ep: expert parallelism {} must divide model '{}''s {} experts", o.expert_parallel,
+                                 c.name, c.experts));
+  if (c.family == TransformerFamily::VIT && o.context_parallel > 1)
+    throw InputError(fmt::format("--cp: model '{}' is a vision transformer; context parallelism applies to language models",
+                                 c.name));
+}
+
+// The vocabulary rows one tensor-parallel rank holds (vocab-parallel embedding and output layer; Megatron
+// pads the vocabulary to a multiple of the tensor-parallel size).
+std::int64_t vocab_shard(const TransformerConfig& c, const ModelOptions& o) {
+  return (c.vocab + o.tensor_parallel - 1) / o.tensor_parallel;
+}
+
 }  // namespace
 
 Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
@@ -131,16 +174,21 @@ Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
   if (!vit && (o.input_h || o.input_w || o.channels || o.classes))
     throw InputError(fmt::format("model '{}' is a language model: use --seq-len, not --input/--channels/--classes",
                                  c.name));
-  const std::int64_t seq = o.seq_len ? o.seq_len : c.default_seq;
-  if (!vit && (seq < 1 || seq > MAX_SEQ_LEN))
-    throw InputError(fmt::format("model '{}': sequence length must be in 1..{}, got {}", c.name, MAX_SEQ_LEN, seq));
+  check_shards(c, o);
+  const std::int64_t full_seq = o.seq_len ? o.seq_len : c.default_seq;
+  if (!vit && full_seq % o.context_parallel != 0)
+    throw InputError(fmt::format("--cp: context parallelism {} must divide the sequence length {}", o.context_parallel,
+                                 full_seq));
+  const std::int64_t seq = full_seq / o.context_parallel;
+  if (!vit && (full_seq < 1 || full_seq > MAX_SEQ_LEN))
+    throw InputError(fmt::format("model '{}': sequence length must be in 1..{}, got {}", c.name, MAX_SEQ_LEN, full_seq));
   if (vit && (c.image < 1 || c.image > MAX_SEQ_LEN))
     throw InputError(fmt::format("model '{}': image side must be in 1..{}, got {}", c.name, MAX_SEQ_LEN, c.image));
   Shape input = vit ? Shape{o.batch, o.channels ? o.channels : c.channels, o.input_h ? o.input_h : c.image,
                             o.input_w ? o.input_w : c.image}
                     : Shape{o.batch, 1, seq, 1};
   Model m(c.name, input);
-  Blocks b(m, c, o.flash_attention);
+  Blocks b(m, c, o);
   std::string x;
   if (vit) {
     SeqParams p;
@@ -150,7 +198,7 @@ Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
     x = b.dropout("embed_drop", x, c.hidden_dropout);
   } else {
     SeqParams p;
-    p.vocab = c.vocab;
+    p.vocab = vocab_shard(c, o);
     p.hidden = c.hidden;
     p.positions = c.positions;
     p.token_types = c.token_types;
@@ -174,7 +222,7 @@ Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
     // Masked-LM head (dense + GELU + LayerNorm, tied decoder with a bias) and the next-sentence head.
     auto t = b.norm("mlm.norm", b.row("mlm.gelu", "gelu", b.linear("mlm.dense", x, c.hidden, true)));
     SeqParams lm;
-    lm.vocab = c.vocab;
+    lm.vocab = vocab_shard(c, o);
     lm.tied = c.tied;
     lm.head_bias = true;
     b.row("mlm.head", "lm_head", t, lm);
@@ -184,7 +232,7 @@ Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
     b.row("nsp.head", "cls_head", x, nsp);
   } else {
     SeqParams lm;
-    lm.vocab = c.vocab;
+    lm.vocab = vocab_shard(c, o);
     lm.tied = c.tied;
     b.row("lm_head", "lm_head", x, lm);
   }

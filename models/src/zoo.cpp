@@ -554,6 +554,8 @@ Model build_zoo_model(const std::string& name, const ModelOptions& options) {
   check_options(options, fmt::format("model '{}'", name));
   if (options.seq_len || options.flash_attention)
     throw InputError(fmt::format("model '{}' is a CNN: --seq-len and --flash-attention apply to transformers", name));
+  if (options.tensor_parallel > 1 || options.context_parallel > 1 || options.expert_parallel > 1)
+    throw InputError(fmt::format("model '{}' is a CNN: --tp, --cp and --ep apply to transformers", name));
   const Defaults& d = it->second.defaults;
   const Shape input{options.batch, options.channels ? options.channels : d.channels,
                     options.input_h ? options.input_h : d.size, options.input_w ? options.input_w : d.size};
@@ -574,8 +576,10 @@ Model load_model(const std::string& name_or_file, const ModelOptions& options) {
   std::error_code ec;  // a name too long for a path is simply not a file
   if (looks_like_file || std::filesystem::is_regular_file(name_or_file, ec)) {
     check_options(options, name_or_file);
-    if (options.seq_len || options.flash_attention)
-      throw InputError(fmt::format("{}: --seq-len and --flash-attention apply to transformers, not YAML models",
+    if (options.seq_len || options.flash_attention || options.tensor_parallel > 1 || options.context_parallel > 1 ||
+        options.expert_parallel > 1)
+      throw InputError(fmt::format("{}: --seq-len, --flash-attention, --tp, --cp and --ep apply to transformers, not "
+                                   "YAML models",
                                    name_or_file));
     return load_model_yaml(name_or_file, options);
   }

@@ -107,6 +107,26 @@ std::string servers_only(const Scenario& s, std::string text) {
   return sim::uses_servers(s.point.strategy) ? text : "";
 }
 
+// Largest sequence a scenario may ask for (the transformer builder's own bound).
+constexpr int MAX_SEQ_LEN = 1 << 20;
+
+// "tp 8, pp 4 (vp 2), cp 2, ep 8, sequence parallel, ZeRO 1, recompute selective, gpipe"; "" for the defaults.
+std::string layout_text(const Scenario& s) {
+  const auto& l = s.point.layout;
+  std::string out;
+  const auto add = [&](const std::string& t) { out += (out.empty() ? "" : ", ") + t; };
+  if (l.tp > 1) add(fmt::format("tp {}", l.tp));
+  if (l.pp > 1) add(fmt::format("pp {}{}", l.pp, l.vp > 1 ? fmt::format(" (vp {})", l.vp) : ""));
+  if (l.cp > 1) add(fmt::format("cp {}", l.cp));
+  if (l.ep > 1) add(fmt::format("ep {}", l.ep));
+  if (l.sequence_parallel) add("sequence parallel");
+  if (l.zero > 0) add(fmt::format("ZeRO {}", l.zero));
+  if (l.recompute != "none") add("recompute " + l.recompute);
+  if (l.schedule != "1f1b") add(l.schedule);
+  if (l.order != "tp-cp-dp-pp") add("order " + l.order);
+  return out;
+}
+
 std::string precision_help() {
   std::string out = calibrate::precision_names() + ":";
   for (const auto& r : calibrate::precision_rows()) out += fmt::format("\n  {}: {}", r.name, r.help);
@@ -515,6 +535,202 @@ std::vector<ScenarioField> make_fields() {
        .write = [](const Scenario& s) { return value(std::string(calibrate::to_string(s.precision))); },
        .header = [](const Scenario& s,
                     const HeaderContext&) { return std::string(calibrate::to_string(s.precision)); }},
+      // ---- transformers: sequence, batches and the parallel layout (docs/parallel-layouts.md)
+      {.key = "seq_len",
+       .group = GROUP_JOB,
+       .type = "int >= 0",
+       .default_text = "0 (the model's context)",
+       .help = "Transformers: tokens per sequence (0 = the model's training context)",
+       .flag = "--seq-len",
+       .flag_kind = K::VALUE,
+       .example = "2048",
+       .parse = [](Scenario& s, const FieldInput& in) { s.seq_len = model_option(in, MAX_SEQ_LEN); },
+       .write = [](const Scenario& s) { return value(s.seq_len, "0 = the model's context"); },
+       .header = [](const Scenario& s, const HeaderContext&) {
+         return s.seq_len ? fmt::format("{} tokens", s.seq_len) : std::string();
+       }},
+      {.key = "micro_batch",
+       .group = GROUP_JOB,
+       .type = "int >= 0",
+       .default_text = "0 (= batch)",
+       .help = "Transformers: sequences per micro-batch (0 = --batch)",
+       .flag = "--micro-batch",
+       .flag_kind = K::VALUE,
+       .example = "2",
+       .parse = [](Scenario& s, const FieldInput& in) { s.micro_batch = model_option(in, 1 << 20); },
+       .write = [](const Scenario& s) { return value(s.micro_batch, "0 = batch"); },
+       .header = [](const Scenario& s, const HeaderContext&) {
+         return s.micro_batch ? std::to_string(s.micro_batch) : std::string();
+       }},
+      {.key = "global_batch",
+       .group = GROUP_JOB,
+       .type = "int >= 0",
+       .default_text = "0 (one micro-batch per data-parallel replica)",
+       .help = "Transformers: sequences per iteration over the whole job; a multiple of micro-batch x data-parallel "
+               "size (gradient accumulation over the rest)",
+       .flag = "--global-batch",
+       .flag_kind = K::VALUE,
+       .example = "512",
+       .parse = [](Scenario& s, const FieldInput& in) { s.global_batch = model_option(in, 1 << 24); },
+       .write = [](const Scenario& s) { return value(s.global_batch, "0 = micro-batch x data-parallel size"); },
+       .header = [](const Scenario& s, const HeaderContext&) {
+         return s.global_batch ? std::to_string(s.global_batch) : std::string();
+       }},
+      {.key = "flash_attention",
+       .group = GROUP_JOB,
+       .type = "bool",
+       .default_text = "true",
+       .help = "Transformers: dense attention kernels that keep the s x s scores (default: fused flash attention)",
+       .flag = "--no-flash-attention",
+       .flag_kind = K::SETS_FALSE,
+       .example = "false",
+       .parse = [](Scenario& s, const FieldInput& in) { s.flash_attention = in.as<bool>(); },
+       .write = [](const Scenario& s) { return value(s.flash_attention); }},
+      {.key = "tp",
+       .group = GROUP_LAYOUT,
+       .type = "int >= 1",
+       .default_text = "1",
+       .help = "Tensor-parallel size: each layer's heads, MLP and vocabulary split over this many GPUs of a node",
+       .flag = "--tp",
+       .flag_kind = K::VALUE,
+       .example = "2",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.tp = int_at_least(in, 1); },
+       .write = [](const Scenario& s) { return value(s.point.layout.tp); },
+       .header = [](const Scenario& s, const HeaderContext&) { return layout_text(s); }},
+      {.key = "pp",
+       .group = GROUP_LAYOUT,
+       .type = "int >= 1",
+       .default_text = "1",
+       .help = "Pipeline-parallel size: the layers split into this many stages",
+       .flag = "--pp",
+       .flag_kind = K::VALUE,
+       .example = "2",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.pp = int_at_least(in, 1); },
+       .write = [](const Scenario& s) { return value(s.point.layout.pp); }},
+      {.key = "vp",
+       .group = GROUP_LAYOUT,
+       .type = "int >= 1",
+       .default_text = "1",
+       .help = "Virtual pipeline stages per pipeline rank (interleaved 1F1B)",
+       .flag = "--vp",
+       .flag_kind = K::VALUE,
+       .example = "2",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.vp = int_at_least(in, 1); },
+       .write = [](const Scenario& s) { return value(s.point.layout.vp); }},
+      {.key = "cp",
+       .group = GROUP_LAYOUT,
+       .type = "int >= 1",
+       .default_text = "1",
+       .help = "Context-parallel size: each sequence split over this many GPUs (ring attention)",
+       .flag = "--cp",
+       .flag_kind = K::VALUE,
+       .example = "2",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.cp = int_at_least(in, 1); },
+       .write = [](const Scenario& s) { return value(s.point.layout.cp); }},
+      {.key = "ep",
+       .group = GROUP_LAYOUT,
+       .type = "int >= 1",
+       .default_text = "1",
+       .help = "Expert-parallel size: a mixture of experts' experts split over this many data-parallel ranks",
+       .flag = "--ep",
+       .flag_kind = K::VALUE,
+       .example = "2",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.ep = int_at_least(in, 1); },
+       .write = [](const Scenario& s) { return value(s.point.layout.ep); }},
+      {.key = "sequence_parallel",
+       .group = GROUP_LAYOUT,
+       .type = "bool",
+       .default_text = "false",
+       .help = "Megatron sequence parallelism: tensor-parallel allreduces become reduce-scatter + allgather and "
+               "the norms' activations split over the sequence",
+       .flag = "--sequence-parallel",
+       .flag_kind = K::SETS_TRUE,
+       .example = "true",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.sequence_parallel = in.as<bool>(); },
+       .write = [](const Scenario& s) { return value(s.point.layout.sequence_parallel); }},
+      {.key = "zero",
+       .group = GROUP_LAYOUT,
+       .type = "0..3",
+       .default_text = "0",
+       .help = "ZeRO stage over the data-parallel group: 0 DDP allreduce, 1 sharded optimizer, 2 + gradients "
+               "(reduce-scatter), 3 + weights (FSDP full shard: gathered per block in forward and backward)",
+       .flag = "--zero",
+       .flag_kind = K::VALUE,
+       .example = "1",
+       .parse =
+           [](Scenario& s, const FieldInput& in) {
+             const int v = in.as<int>();
+             if (v < 0 || v > 3) in.fail(fmt::format("must be 0, 1, 2 or 3, got {}", v));
+             s.point.layout.zero = v;
+           },
+       .write = [](const Scenario& s) { return value(s.point.layout.zero); }},
+      {.key = "recompute",
+       .group = GROUP_LAYOUT,
+       .type = "none / selective / full",
+       .default_text = "none",
+       .help = "Activation recomputation: none, selective (the attention core) or full (every block)",
+       .flag = "--recompute",
+       .flag_kind = K::VALUE,
+       .example = "selective",
+       .parse =
+           [](Scenario& s, const FieldInput& in) {
+             const auto v = in.as<std::string>();
+             if (v != "none" && v != "selective" && v != "full")
+               in.fail(fmt::format("unknown recompute '{}' (known: none, selective, full)", v));
+             s.point.layout.recompute = v;
+           },
+       .write = [](const Scenario& s) { return value(s.point.layout.recompute); }},
+      {.key = "schedule",
+       .group = GROUP_LAYOUT,
+       .type = "1f1b / gpipe",
+       .default_text = "1f1b",
+       .help = "Pipeline schedule: 1f1b (interleaved with --vp > 1) or gpipe",
+       .flag = "--schedule",
+       .flag_kind = K::VALUE,
+       .example = "gpipe",
+       .parse =
+           [](Scenario& s, const FieldInput& in) {
+             const auto v = in.as<std::string>();
+             if (v != "1f1b" && v != "gpipe") in.fail(fmt::format("unknown schedule '{}' (known: 1f1b, gpipe)", v));
+             s.point.layout.schedule = v;
+           },
+       .write = [](const Scenario& s) { return value(s.point.layout.schedule); }},
+      {.key = "order",
+       .group = GROUP_LAYOUT,
+       .type = "string",
+       .default_text = "tp-cp-dp-pp",
+       .help = "Rank placement, fastest dimension first (Megatron-LM's tp-cp-dp-pp: tensor-parallel ranks inside a "
+               "node, pipeline stages farthest apart)",
+       .flag = "--order",
+       .flag_kind = K::VALUE,
+       .example = "tp-dp-cp-pp",
+       .parse =
+           [](Scenario& s, const FieldInput& in) {
+             s.point.layout.order = in.as<std::string>();
+             try {
+               sim::ParallelLayout probe;
+               probe.order = s.point.layout.order;
+               sim::check_layout(probe, 1);
+             } catch (const InputError& e) {
+               in.fail(std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+             }
+           },
+       .write = [](const Scenario& s) { return value(s.point.layout.order); }},
+      {.key = "stage_layers",
+       .group = GROUP_LAYOUT,
+       .type = "list of int >= 1",
+       .default_text = "even split",
+       .help = "Layers per pipeline chunk, pp x vp entries in chunk order (default: an even split, the remainder "
+               "spread after the first)",
+       .flag = "--stage-layers",
+       .flag_kind = K::VALUE,
+       .example = "1,1",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.stage_layers = count_list(in); },
+       .write =
+           [](const Scenario& s) {
+             return s.point.layout.stage_layers.empty() ? left_out("stage_layers: even split")
+                                                        : list(s.point.layout.stage_layers);
+           }},
       {.key = "comm_mode",
        .group = GROUP_FIDELITY,
        .type = "auto / coarse / fine",

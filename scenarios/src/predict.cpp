@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "calibrate/memory.hpp"
+#include "calibrate/train_memory.hpp"
 #include "calibrate/profile.hpp"
 #include "common/child.hpp"
 #include "common/errors.hpp"
@@ -46,6 +47,16 @@ struct Prepared {
   // there (FrameworkRuntime::comm_cores): the compute on the cores left. Empty otherwise.
   std::optional<calibrate::ComputeProfile> multi_node_profile;
   sim::TrainingPoint base;
+  // Transformers on a parallel layout (docs/parallel-layouts.md); inactive otherwise.
+  struct Layout {
+    bool active = false;
+    int micro_batch = 1, global_batch = 0, seq_len = 0;
+    double model_flops_per_sample = 0;      // the whole model's forward + backward FLOPs of one sequence
+    double recompute_flops_per_sample = 0;  // forward FLOPs recomputed in backward
+    double peak_flops = 0;                  // the device's peak at the training precision
+    std::optional<models::Model> model;     // one rank's shard (stages picked by layer block)
+    calibrate::TrainMemoryOptions memory;
+  } layout;
 };
 
 int workers_per_node(const Prepared& p) {
@@ -65,9 +76,25 @@ int baseline_ps(const Scenario& s) {
   return s.ps[static_cast<std::size_t>(smallest)];
 }
 
+// The micro-batches each data-parallel replica runs per iteration: the global batch over micro-batch x dp.
+void set_layout_batches(const Prepared& p, sim::TrainingPoint& point) {
+  auto& l = point.layout;
+  sim::check_layout(l, point.workers);
+  const int dp = point.workers / l.model_parallel();
+  const long long per_step = static_cast<long long>(p.layout.micro_batch) * dp;
+  const long long global = p.layout.global_batch > 0 ? p.layout.global_batch : per_step;
+  if (global % per_step != 0)
+    throw InputError(fmt::format("--global-batch: {} sequences are not a multiple of micro-batch x data-parallel size "
+                                 "= {} x {} = {} at {} workers",
+                                 global, p.layout.micro_batch, dp, per_step, point.workers));
+  l.micro_batches = static_cast<int>(global / per_step);
+  l.samples_per_iteration = static_cast<double>(global);
+}
+
 sim::TrainingPoint point_of(const Prepared& p, int workers, int ps, const std::string& trace_path) {
   sim::TrainingPoint point = p.base;
   point.workers = workers;
+  if (p.layout.active) set_layout_batches(p, point);
   point.ps_servers = is_ps(point.strategy) ? ps : 0;
   point.trace_path = trace_path;
   return point;
@@ -251,6 +278,103 @@ double server_apply_s_per_B(const models::Model& model, const platforms::Platfor
   return grad_B > 0 ? calibrate::build_profile(model, platform.cpu_device(), po).update_s / grad_B : 0.0;
 }
 
+// Transformers take the layout planner under an allreduce strategy whose runtime it models (no Horovod
+// cycle, negotiation or fusion copies); parameter servers and nn.DataParallel keep their own families.
+bool layout_applies(const Scenario& s) {
+  const auto& f = s.point.framework;
+  return s.point.strategy.exchange == "allreduce" && s.point.cycle_s <= 0 && !f.negotiation && !f.fusion_copies;
+}
+
+// The layout's derived bytes, the model FLOPs behind MFU and the memory options of every stage.
+void prepare_layout(Prepared& p, const Scenario& s, const models::ModelOptions& mo, const models::Model& shard,
+                    const platforms::Device& device) {
+  auto& L = p.layout;
+  auto& lay = p.base.layout;
+  L.micro_batch = mo.batch;
+  L.global_batch = s.global_batch;
+  const double elem = calibrate::element_bytes(s.precision);
+  std::int64_t hidden = 0, seq_local = 0, kv_channels = 0, top_k = 0;
+  for (const auto& l : shard.layers()) {
+    if (!l.row) continue;
+    const std::string op(models::op_name(l));
+    if ((op == "embedding" || op == "patch_embed") && hidden == 0) {
+      hidden = l.dst_shape.c;
+      seq_local = l.dst_shape.h;
+    }
+    if (op == "attention" && kv_channels == 0) kv_channels = l.src_shapes.front().c - l.dst_shape.c;
+    if (op == "moe_experts" && top_k == 0) top_k = l.params.seq.top_k;
+  }
+  L.seq_len = static_cast<int>(seq_local * lay.cp);
+  const double tokens = static_cast<double>(mo.batch) * static_cast<double>(seq_local);  // per micro-batch and rank
+  lay.tp_bytes = tokens * static_cast<double>(hidden) * elem;
+  lay.pp_bytes = lay.tp_bytes / (lay.sequence_parallel ? lay.tp : 1);
+  lay.cp_kv_bytes = tokens * static_cast<double>(lay.cp) * static_cast<double>(kv_channels) * elem;
+  lay.ep_bytes = tokens * static_cast<double>(top_k) * static_cast<double>(hidden) * elem;
+  lay.param_bytes_per_grad_byte = 1;  // weights gathered at the precision gradients are reduced in
+  // Model FLOPs: the unsharded model's own counts at one sequence with dense attention over all s^2 pairs
+  // (Megatron-LM's and PaLM's convention for MFU); recomputation adds forward FLOPs of blocks (full) or
+  // of the attention cores (selective).
+  models::ModelOptions whole = mo;
+  whole.batch = 1;
+  whole.flash_attention = false;
+  whole.tensor_parallel = whole.context_parallel = whole.expert_parallel = 1;
+  const models::Model full = models::load_model(s.model, whole);
+  for (const auto& l : full.layers()) {
+    if (l.op == models::OpKind::INPUT) continue;
+    L.model_flops_per_sample += l.costs.fwd_flops + l.costs.bwd_data_flops + l.costs.bwd_weights_flops;
+    const bool block = l.row && l.params.seq.block >= 0;
+    if ((lay.recompute == "full" && block) || (lay.recompute == "selective" && std::string(models::op_name(l)) == "attention"))
+      L.recompute_flops_per_sample += l.costs.fwd_flops;
+  }
+  L.peak_flops = device.kind == platforms::DeviceKind::GPU ? calibrate::precision_peak_flops(device, s.precision)
+                                                           : device.peak_flops;
+  L.model = shard;
+  L.memory.precision = std::string(calibrate::to_string(s.precision));
+  L.memory.recompute = calibrate::recompute_by_name(lay.recompute);
+  L.memory.zero_stage = lay.zero;
+  L.memory.sequence_parallel = lay.sequence_parallel ? lay.tp : 1;
+  L.memory.hidden = hidden;
+}
+
+// Memory of the fullest rank of a layout at `point` (its dp and micro-batches): every pipeline rank's layers
+// with the activations its schedule keeps (1F1B: up to pp - s micro-batches on stage s; interleaved: its
+// warm-up's chunk forwards; GPipe: all), ZeRO over the data-parallel group.
+calibrate::TrainMemory layout_memory(const Prepared& p, const sim::TrainingPoint& point, const platforms::Device& device) {
+  const auto& lay = point.layout;
+  const int dp = point.workers / lay.model_parallel();
+  int blocks = 0;
+  for (const auto& l : p.layout.model->layers())
+    if (l.row && l.params.seq.block >= 0) blocks = std::max(blocks, static_cast<int>(l.params.seq.block) + 1);
+  const auto per_chunk = sim::layout_chunk_blocks(lay, blocks);
+  std::vector<int> chunk_of_block;
+  for (std::size_t c = 0; c < per_chunk.size(); ++c)
+    for (int b = 0; b < per_chunk[c]; ++b) chunk_of_block.push_back(static_cast<int>(c));
+  const int chunks = lay.pp * lay.vp, m = lay.micro_batches;
+  calibrate::TrainMemory worst;
+  for (int s = 0; s < lay.pp; ++s) {
+    calibrate::TrainMemoryOptions o = p.layout.memory;
+    o.dp = dp;
+    bool seen = false;
+    o.include = [&, s](const models::Layer& l) {
+      int chunk = 0;
+      if (l.row && l.params.seq.block >= 0) {
+        chunk = chunk_of_block[static_cast<std::size_t>(l.params.seq.block)];
+        seen = true;
+      } else {
+        chunk = seen ? chunks - 1 : 0;
+      }
+      return chunk % lay.pp == s;
+    };
+    if (lay.schedule == "gpipe") o.activation_sets = m;
+    else if (lay.vp > 1) o.activation_sets = std::min(m * lay.vp, (lay.pp - s - 1) * 2 + (lay.vp - 1) * lay.pp + 1) / double(lay.vp);
+    else o.activation_sets = std::min(m, lay.pp - s);
+    o.activation_sets = std::max(1.0, o.activation_sets);
+    const auto mem = calibrate::estimate_train_memory(*p.layout.model, o, device);
+    if (mem.total_B() > worst.total_B()) worst = mem;
+  }
+  return worst;
+}
+
 Prepared prepare(const Scenario& s) {
   Prepared p;
   p.platform = from_field(s, "platform", [&] { return platforms::load_platform(s.platform); });
@@ -259,7 +383,30 @@ Prepared prepare(const Scenario& s) {
   mo.input_h = s.input_h;
   mo.input_w = s.input_w;
   mo.classes = s.classes;
-  const models::Model model = from_field(s, "model", [&] { return models::load_model(s.model, mo); });
+  models::Model model = from_field(s, "model", [&] { return models::load_model(s.model, mo); });
+  const bool transformer = model.has_rows();
+  if (!transformer && (s.micro_batch || s.global_batch || s.point.layout != sim::ParallelLayout{}))
+    throw InputError(fmt::format("--micro-batch, --global-batch and the layout flags (--tp, --pp, --zero ...) apply to "
+                                 "transformers; model '{}' is a CNN",
+                                 model.name()));
+  if (transformer) {
+    // Transformers are built at the micro-batch and sequence, with fused attention unless told otherwise and,
+    // on a parallel layout, as one rank's shard.
+    mo.batch = s.micro_batch > 0 ? s.micro_batch : s.batch;
+    mo.seq_len = s.seq_len;
+    mo.flash_attention = s.flash_attention;
+    p.layout.active = layout_applies(s);
+    if (!p.layout.active && s.point.layout != sim::ParallelLayout{})
+      throw InputError(fmt::format("--tp, --pp, --zero and the other layout flags need an allreduce strategy without "
+                                   "Horovod's cycle (strategy {}, framework {})",
+                                   s.point.strategy.name(), s.point.framework.name));
+    if (p.layout.active) {
+      mo.tensor_parallel = s.point.layout.tp;
+      mo.context_parallel = s.point.layout.cp;
+      mo.expert_parallel = s.point.layout.ep;
+    }
+    model = from_field(s, "model", [&] { return models::load_model(s.model, mo); });
+  }
   calibrate::ProfileOptions po;
   po.threads = s.threads;
   po.workers_per_node = s.point.workers_per_node > 0 ? s.point.workers_per_node : p.platform.default_workers_per_node();
@@ -268,10 +415,11 @@ Prepared prepare(const Scenario& s) {
   po.precision = s.precision;
   po.backend = s.point.framework.calibration;
   const auto& device = p.platform.worker_device();
-  if (!s.allow_oversubscribe)
+  if (!s.allow_oversubscribe && !p.layout.active)
     calibrate::check_memory_fits(calibrate::estimate_memory(model, s.precision, device), model, device);
   p.profile = calibrate::build_profile(model, device, po);
   p.base = s.point;
+  if (p.layout.active) prepare_layout(p, s, mo, model, device);
   const bool across_nodes = !s.workers.empty() && *std::max_element(s.workers.begin(), s.workers.end()) > po.workers_per_node;
   if (const int comm_cores = s.point.framework.comm_cores_on(device); comm_cores > 0 && across_nodes) {
     // Intel Caffe's launcher: OMP_NUM_THREADS = the process's cores less the servers' on runs across
@@ -321,6 +469,38 @@ void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
                               s.batch / (p.multi_node_profile->step_compute_s() * p.profile.anchor_factor));
 }
 
+// Transformer outputs of each layout point (tokens/s, model and hardware TFLOP/s per device, MFU, HFU, memory)
+// and efficiency against the smallest entry's throughput per device.
+std::vector<sim::PointResult> finish_layout(const Prepared& p, const Scenario& s, std::vector<sim::PointResult> out) {
+  const auto& device = p.platform.worker_device();
+  double base_per_device = 0;
+  int base_workers = 0;
+  for (const auto& r : out)
+    if (base_workers == 0 || r.workers < base_workers) {
+      base_workers = r.workers;
+      base_per_device = r.throughput / r.workers;
+    }
+  ExplainContext context;
+  context.network = p.platform.network.technology;
+  context.device = p.profile.device;
+  context.fusion_bytes = p.base.fusion_bytes;
+  for (auto& r : out) {
+    const sim::TrainingPoint point = point_of(p, r.workers, 0, "");
+    r.tokens_per_s = r.throughput * p.layout.seq_len;
+    const double per_device = r.throughput / r.workers;
+    r.model_tflops_per_device = per_device * p.layout.model_flops_per_sample / 1e12;
+    r.hardware_tflops_per_device =
+        per_device * (p.layout.model_flops_per_sample + p.layout.recompute_flops_per_sample) / 1e12;
+    r.mfu = p.layout.peak_flops > 0 ? r.model_tflops_per_device * 1e12 / p.layout.peak_flops : 0;
+    r.hfu = p.layout.peak_flops > 0 ? r.hardware_tflops_per_device * 1e12 / p.layout.peak_flops : 0;
+    r.memory_per_device_B = layout_memory(p, point, device).total_B();
+    r.efficiency = base_per_device > 0 ? per_device / base_per_device : 0;
+    r.bottleneck = explain_point(r, context, "");
+  }
+  (void)s;
+  return out;
+}
+
 std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOptions& options) {
   if (options.jobs < 1) throw InputError(fmt::format("--jobs must be >= 1, got {}", options.jobs));
   check_scenario(s);
@@ -352,6 +532,26 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOp
     }
     for (std::size_t i = 0; i < s.workers.size(); ++i) servers[i] = searches[i].chosen(cache);
     if (!one_listed) baseline_servers = searches.back().chosen(cache);
+  } else if (p.layout.active) {
+    // Layouts: every entry's layout and memory checked before any simulation; no 1-worker baseline (a
+    // layout needs tp x pp x cp ranks), efficiency is against the smallest entry (finish_layout).
+    const auto& device = p.platform.worker_device();
+    for (int w : s.workers) {
+      const sim::TrainingPoint point = point_of(p, w, 0, "");
+      const auto mem = layout_memory(p, point, device);
+      if (!s.allow_oversubscribe && device.kind == platforms::DeviceKind::GPU && device.mem_capacity_B > 0 &&
+          mem.total_B() > device.mem_capacity_B)
+        throw InputError(fmt::format("model '{}' does not fit on '{}' ({:.2f} GiB) at {} workers with this layout: the "
+                                     "fullest rank needs {} (use --allow-oversubscribe to predict anyway, or shard more: "
+                                     "--zero, --tp, --pp, --recompute)",
+                                     p.profile.model, device.name, device.mem_capacity_B / (1024.0 * 1024 * 1024), w,
+                                     calibrate::describe(mem)));
+    }
+    if (!s.point.trace_path.empty()) cache.put(run_point(p, s.workers.back(), 0, s.point.trace_path));
+    std::vector<PointCache::Key> wanted;
+    for (int w : s.workers) wanted.push_back(PointCache::key(p, w, 0));
+    cache.run(wanted, progress);
+    for (std::size_t i = 0; i < s.workers.size(); ++i) servers[i] = 0;
   } else {
     for (std::size_t i = 0; i < s.workers.size(); ++i) servers[i] = ps_for(s, i);
     // The last entry's point writes the trace: simulated on its own, then cached like the others.
@@ -363,6 +563,7 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOp
   }
   std::vector<sim::PointResult> out;
   for (std::size_t i = 0; i < s.workers.size(); ++i) out.push_back(cache.at(s.workers[i], servers[i]));
+  if (p.layout.active) return finish_layout(p, s, std::move(out));
   std::optional<sim::PointResult> baseline;
   for (const auto& r : out)
     if (r.workers == 1) baseline = r;

@@ -264,6 +264,7 @@ class Replay final : public ReplayServices {
     double io_stall_s = 0;
     double forward_start_s = 0, backward_end_s = 0;
     double requested_compute_s = 0;  // the compute durations asked for (device factor in, interference not)
+    double local_collectives_s = 0;  // inline collectives on the compute stream
   };
 
   void compute_named(int r, int it, double seconds, std::string what, TraceRecorder::Args args, Callback done) {
@@ -484,11 +485,112 @@ class Replay final : public ReplayServices {
     TraceRecorder::Args args;
     if (tracing(it))
       for (const auto& [k, v] : t.args) args.emplace_back(k, v);
-    compute_phase(r, it, t.seconds * factor(r, it), t.label, t.phase, std::move(args), [this, r, i] {
-      runs_[static_cast<std::size_t>(r)].compute_busy = false;
-      task_done(r, i);
-      pump_compute(r);
+    // A task with inline collectives computes at its group's slowest pace: the collectives after it meet
+    // every member (Megatron's tensor-parallel ranks wait for each other at each allreduce).
+    double f = factor(r, it);
+    if (!t.inline_collectives.empty())
+      for (int q : programs_.groups[static_cast<std::size_t>(programs_.group_of_slot(r, t.inline_collectives.front().group))].ranks)
+        f = std::max(f, factor(q, it));
+    compute_phase(r, it, t.seconds * f, t.label, t.phase, std::move(args), [this, r, i] {
+      run_inline(r, i, 0, [this, r, i] {
+        runs_[static_cast<std::size_t>(r)].compute_busy = false;
+        task_done(r, i);
+        pump_compute(r);
+      });
     });
+  }
+
+  // Runs the task's inline collectives from the k-th on, on the compute stream: each kind (operation,
+  // group geometry, bytes) is simulated on the network the first time a rank meets it and its duration
+  // charged for every call from then on (ParallelLayout::fold_local_collectives).
+  void run_inline(int r, int i, std::size_t k, Callback done) {
+    const Task& t = task_of(r, i);
+    if (k >= t.inline_collectives.size()) {
+      done();
+      return;
+    }
+    const InlineCollective& c = t.inline_collectives[k];
+    const int g = programs_.group_of_slot(r, c.group);
+    const auto& group = programs_.groups[static_cast<std::size_t>(g)];
+    const int it = runs_[static_cast<std::size_t>(r)].it;
+    auto next = [this, r, i, k, done = std::move(done)]() mutable { run_inline(r, i, k + 1, std::move(done)); };
+    if (group.ranks.size() < 2 || c.count == 0 || c.bytes <= 0) {
+      next();
+      return;
+    }
+    const GroupShape shape = group_shape(group.ranks);
+    // Key: the operation, the bytes and the group's shape (ranks, nodes, most ranks on a node).
+    const std::string key = fmt::format("{}|{}|{}|{}|{}", c.operation, c.bytes, group.ranks.size(), shape.nodes.size(), shape.most);
+    auto charge = [this, r, it, g, c, shape](double each_s, Callback then) {
+      const double t0 = world_.now(), total = each_s * c.count;
+      account_collective_bytes(c.operation, static_cast<int>(programs_.groups[static_cast<std::size_t>(g)].ranks.size()),
+                               shape, c.bytes, c.count, /*per_member=*/true);
+      ++activities_;
+      world_.after(total, [this, r, it, t0, total, c, then = std::move(then)] {
+        if (r == 0) {
+          record_comm(0, it, t0, world_.now());
+          rank0_[static_cast<std::size_t>(it)].local_collectives_s += total;
+        }
+        if (tracing(it))
+          trace_.add(TraceRecorder::Group::WORKERS, r, fmt::format("{} x{}", c.operation, c.count), "local collective", t0,
+                     world_.now(), {{"bytes", c.bytes}, {"calls", static_cast<double>(c.count)}});
+        then();
+      });
+    };
+    auto& price = inline_prices_[key];
+    if (price.seconds >= 0) {
+      charge(price.seconds, std::move(next));
+      return;
+    }
+    price.waiting.push_back([charge, next = std::move(next)](double each_s) mutable { charge(each_s, std::move(next)); });
+    if (price.waiting.size() > 1) return;  // being measured
+    const LibraryCall call = library_call(platform_, static_cast<int>(group.ranks.size()), static_cast<int>(shape.nodes.size()), c.bytes);
+    const double t0 = world_.now();
+    ++activities_;
+    start_library_collective(
+        world_, *library_, c.operation, call, group.ranks, forced_, point_.comm_mode,
+        [this, key, t0] {
+          auto& p = inline_prices_[key];
+          p.seconds = world_.now() - t0;
+          auto waiting = std::move(p.waiting);
+          p.waiting.clear();
+          for (auto& w : waiting) w(p.seconds);
+        },
+        "inline collective");
+  }
+
+  struct GroupShape {
+    std::vector<int> nodes;
+    int most = 0;
+  };
+  GroupShape group_shape(const std::vector<int>& ranks) const {
+    GroupShape out;
+    std::unordered_map<int, int> per_node;
+    for (int q : ranks) {
+      const int node = node_of_rank(q);
+      if (per_node[node]++ == 0) out.nodes.push_back(node);
+      out.most = std::max(out.most, per_node[node]);
+    }
+    return out;
+  }
+
+  // Counts one collective's bytes (times `calls`) by node boundary, from the library's algorithm for it.
+  // `per_member`: called once by each member (inline collectives), so each call counts 1/n of the bytes.
+  void account_collective_bytes(const std::string& operation, int n, const GroupShape& shape, double bytes, int calls,
+                                bool per_member) {
+    if (n < 2) return;
+    const LibraryCall call = library_call(platform_, n, static_cast<int>(shape.nodes.size()), bytes);
+    const std::string algorithm_name = operation == "allreduce" ? library_->choose(call, forced_).algorithm : "";
+    const CollectiveAlgorithm* algorithm = nullptr;
+    for (const auto& a : collective_table())
+      if (a.operation == operation && (algorithm_name.empty() || a.name == algorithm_name)) {
+        algorithm = &a;
+        break;
+      }
+    if (!algorithm) throw Failure(fmt::format("collective '{}' has no algorithm (internal error)", operation));
+    const auto split = algorithm->bytes_moved({n, static_cast<int>(shape.nodes.size()), shape.most}, bytes);
+    const double scale = calls / (per_member ? static_cast<double>(n) : 1.0);
+    count_group_bytes(split.inter_node_B * scale, split.intra_node_B * scale, shape.nodes);
   }
 
   void pump_comm(int r) {
@@ -517,28 +619,9 @@ class Replay final : public ReplayServices {
     ++activities_;
     const double t0 = world_.now();
     // The group's geometry as the library sees it: its nodes and most ranks on one node.
-    std::vector<int> nodes;
-    std::unordered_map<int, int> per_node;
-    int most = 0;
-    for (int q : group.ranks) {
-      const int node = node_of_rank(q);
-      if (per_node[node]++ == 0) nodes.push_back(node);
-      most = std::max(most, per_node[node]);
-    }
-    const LibraryCall call = library_call(platform_, n, static_cast<int>(nodes.size()), t.bytes);
-    if (n > 1) {
-      const std::string algorithm_name =
-          t.operation == "allreduce" ? library_->choose(call, forced_).algorithm : "";
-      const CollectiveAlgorithm* algorithm = nullptr;
-      for (const auto& a : collective_table())
-        if (a.operation == t.operation && (algorithm_name.empty() || a.name == algorithm_name)) {
-          algorithm = &a;
-          break;
-        }
-      if (!algorithm) throw Failure(fmt::format("collective '{}' has no algorithm (internal error)", t.operation));
-      const auto split = algorithm->bytes_moved({n, static_cast<int>(nodes.size()), most}, t.bytes);
-      count_group_bytes(split.inter_node_B, split.intra_node_B, nodes);
-    }
+    const GroupShape shape = group_shape(group.ranks);
+    const LibraryCall call = library_call(platform_, n, static_cast<int>(shape.nodes.size()), t.bytes);
+    account_collective_bytes(t.operation, n, shape, t.bytes, 1, false);
     for (int q : group.ranks) comm_begin(q);  // the collective's kernels hold every member's device
     start_library_collective(
         world_, *library_, t.operation, call, group.ranks, forced_, point_.comm_mode,
@@ -571,7 +654,7 @@ class Replay final : public ReplayServices {
     const Task& t = task_of(r, i);
     const int peer = programs_.peer_of(r, t);
     const bool send = t.kind == TaskKind::SEND;
-    auto& m = p2p_[send ? std::make_pair(r, peer) : std::make_pair(peer, r)];
+    auto& m = p2p_[send ? std::make_tuple(r, peer, t.tag) : std::make_tuple(peer, r, t.tag)];
     (send ? m.sends : m.recvs).emplace_back(r, i);
     while (m.matched < m.sends.size() && m.matched < m.recvs.size()) {
       // Plain variables, not structured bindings: the lambda below captures them (clang 14 cannot).
@@ -706,7 +789,12 @@ class Replay final : public ReplayServices {
   std::vector<std::vector<std::vector<int>>> dependents_;  // per program, per task: the tasks waiting on it
   std::vector<ProgramRun> runs_;
   std::map<std::pair<int, std::int64_t>, Rendezvous> rendezvous_;  // (group, call) -> members arrived
-  std::map<std::pair<int, int>, PeerMatch> p2p_;                   // (sender, receiver) -> posted tasks
+  std::map<std::tuple<int, int, int>, PeerMatch> p2p_;             // (sender, receiver, tag) -> posted tasks
+  struct InlinePrice {
+    double seconds = -1;  // measured duration of one call; < 0: not yet
+    std::vector<std::function<void(double)>> waiting;
+  };
+  std::unordered_map<std::string, InlinePrice> inline_prices_;
   const CollectiveLibrary* library_ = nullptr;
   std::string forced_;  // the strategy's allreduce algorithm; empty: the library picks
   std::vector<double> factors_;
@@ -745,6 +833,18 @@ PointResult Replay::result() const {
   const auto& r0 = ranks_[0];
   const Window w0 = measured_window(r0);
   res.iteration_time_s = w0.span_s() / w0.iterations;
+  if (!exchange_ && programs_.samples_per_iteration > 0) {
+    // Ranks of a parallel layout share their samples: the job's rate is the global batch per iteration of
+    // the slowest rank (a synchronous step ends when every rank's does).
+    double slowest = 0;
+    for (const auto& rs : ranks_) {
+      const Window w = measured_window(rs);
+      slowest = std::max(slowest, w.span_s() / w.iterations);
+    }
+    res.throughput = slowest > 0 ? programs_.samples_per_iteration / slowest : 0.0;
+    res.breakdown.bubble_s = programs_.bubble_s;
+    res.breakdown.recompute_s = programs_.recompute_s;
+  }
   // Breakdown of rank 0's measured iterations, their mean: the same as the last one's in a synchronous
   // steady state; asynchronous iterations differ from one to the next.
   const int first = iters_ - w0.iterations;
@@ -757,6 +857,7 @@ PointResult Replay::result() const {
     res.breakdown.compute_s += compute_s / measured;
     res.breakdown.communication_s += union_length(ri.comm, lo, hi) / measured;
     res.breakdown.io_stall_s += ri.io_stall_s / measured;
+    res.breakdown.local_collectives_s += ri.local_collectives_s / measured;
     res.breakdown.exposed_communication_s += std::max(0.0, (hi - lo) - compute_s - ri.io_stall_s) / measured;
     // Where rank 0 waited: before its forward pass (parameters, a scattered input) or after its
     // backward pass (the gradient exchange, a PS update); idle time is what neither compute nor input covers.

@@ -75,6 +75,15 @@ const std::vector<ResultField>& result_fields() {
       field<&PointResult::breakdown, &Breakdown::compute_variability_s>("compute_variability_s", false),
       field<&PointResult::breakdown, &Breakdown::overlap_slowdown_s>("overlap_slowdown_s", false),
       field<&PointResult::resources>("resources", false),
+      field<&PointResult::breakdown, &Breakdown::local_collectives_s>("local_collectives_s", false),
+      field<&PointResult::breakdown, &Breakdown::bubble_s>("bubble_s", false),
+      field<&PointResult::breakdown, &Breakdown::recompute_s>("recompute_s", false),
+      field<&PointResult::tokens_per_s>("tokens_per_s", false),
+      field<&PointResult::model_tflops_per_device>("model_tflops_per_device", false),
+      field<&PointResult::hardware_tflops_per_device>("hardware_tflops_per_device", false),
+      field<&PointResult::mfu>("mfu", false),
+      field<&PointResult::hfu>("hfu", false),
+      field<&PointResult::memory_per_device_B>("memory_per_device_B", false),
   };
   return fields;
 }

@@ -228,6 +228,7 @@ class AllreduceExchange final : public Exchange {
 
 std::optional<StepPrograms> plan_allreduce_family(const IterationPlan& plan, const calibrate::ComputeProfile& profile,
                                                   const TrainingPoint& point) {
+  if (point.layout.active()) return plan_layout(profile, point);
   if (point.cycle_s > 0 || point.framework.negotiation || point.framework.fusion_copies) return std::nullopt;
   return plan_data_parallel(plan, profile, point.workers, {.overlap = point.overlap});
 }

@@ -4,6 +4,7 @@
 #include "calibrate/profile.hpp"
 #include "sim/src/plan/program.hpp"
 #include "sim/src/workload.hpp"
+#include "sim/training.hpp"
 
 namespace dtsim::sim {
 
@@ -17,5 +18,11 @@ struct DataParallelOptions {
 // last allreduce and backward are over.
 StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::ComputeProfile& profile, int workers,
                                 const DataParallelOptions& options);
+
+// A transformer's parallel layout (point.layout, active): every pipeline rank's schedule of micro-batch
+// forwards and backwards with its tensor/context/expert collectives, activations sent between stages,
+// gradients reduced over the data-parallel group (ZeRO 0-3) and the optimizer step; `profile` is one
+// tensor-parallel rank's shard of the whole model (layers with their block indices).
+StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const TrainingPoint& point);
 
 }  // namespace dtsim::sim

@@ -81,7 +81,7 @@ void check_programs(const StepPrograms& programs) {
   std::vector<const Calls*> reference(programs.groups.size(), nullptr);
   std::vector<int> reference_rank(programs.groups.size(), -1);
   std::vector<int> members_seen(programs.groups.size(), 0);
-  std::map<std::pair<int, int>, std::vector<double>> sends, recvs;
+  std::map<std::tuple<int, int, int>, std::vector<double>> sends, recvs;  // (sender, receiver, tag)
   for (int r = 0; r < n; ++r) {
     const int p = programs.program_of[static_cast<std::size_t>(r)];
     if (p < 0 || p >= static_cast<int>(programs.programs.size())) throw Failure(fmt::format("rank {} has no program (planner bug)", r));
@@ -104,7 +104,18 @@ void check_programs(const StepPrograms& programs) {
         if (t.peer < 0 || t.peer >= static_cast<int>(slots_p.size())) throw bad("no such peer slot");
         const int q = slots_p[static_cast<std::size_t>(t.peer)];
         if (q < 0 || q >= n || q == r) throw bad(fmt::format("peer {}", q));
-        (t.kind == TaskKind::SEND ? sends[{r, q}] : recvs[{q, r}]).push_back(t.bytes);
+        (t.kind == TaskKind::SEND ? sends[{r, q, t.tag}] : recvs[{q, r, t.tag}]).push_back(t.bytes);
+      }
+      for (const InlineCollective& c : t.inline_collectives) {
+        if (t.kind != TaskKind::COMPUTE) throw bad("inline collectives on a task that is not a compute");
+        if (c.group < 0 || c.group >= static_cast<int>(slots_g.size())) throw bad("inline collective: no such group slot");
+        const int g = slots_g[static_cast<std::size_t>(c.group)];
+        if (g < 0 || g >= static_cast<int>(programs.groups.size()) || !position[static_cast<std::size_t>(g)].count(r))
+          throw bad("inline collective: rank is not in its group");
+        if (c.count < 0 || !(std::isfinite(c.bytes) && c.bytes >= 0)) throw bad("inline collective: count or bytes");
+        const auto ops = collective_operations();
+        if (std::find(ops.begin(), ops.end(), c.operation) == ops.end())
+          throw bad(fmt::format("unknown collective operation '{}'", c.operation));
       }
     }
     for (std::size_t slot = 0; slot < slots_g.size(); ++slot) {

@@ -29,6 +29,16 @@ const char* to_string(TaskKind kind);
 // What a task stands for in the iteration's breakdown and the trace.
 enum class TaskPhase { FORWARD, BACKWARD, UPDATE, COMMUNICATION };
 
+// A collective that runs on the compute stream right after a compute task, priced once per kind by running
+// it on the network (ParallelLayout::fold_local_collectives): `count` calls of `operation` over the group
+// in slot `group`, `bytes` each.
+struct InlineCollective {
+  std::string operation;
+  int group = -1;
+  double bytes = 0;
+  int count = 1;
+};
+
 struct Task {
   TaskKind kind = TaskKind::COMPUTE;
   TaskPhase phase = TaskPhase::FORWARD;
@@ -38,7 +48,9 @@ struct Task {
   int group = -1;             // COLLECTIVE: a slot of the rank's groups (StepPrograms::rank_groups)
   int peer = -1;              // SEND / RECV: a slot of the rank's peers (StepPrograms::rank_peers)
   double bytes = 0;           // COLLECTIVE, SEND, RECV
+  int tag = 0;                // SEND / RECV: a send matches the receive of the same tag, in order
   std::vector<int> deps{};    // indices of earlier tasks of the same program
+  std::vector<InlineCollective> inline_collectives{};  // COMPUTE: run after it on the compute stream
   // Trace arguments (bucket index, layers, ...), copied into the trace event.
   std::vector<std::pair<std::string, double>> args{};
 };
@@ -62,9 +74,14 @@ struct StepPrograms {
   std::vector<int> program_of;                  // per rank: index into programs
   std::vector<std::vector<int>> rank_groups;    // per rank: group slot -> index into groups
   std::vector<std::vector<int>> rank_peers;     // per rank: peer slot -> rank
+  // Rank 0's analytic shares of its iteration (Breakdown): the ideal pipeline bubble and recomputation.
+  double bubble_s = 0, recompute_s = 0;
+  // Samples of the whole job per iteration (throughput); 0: each rank's batch (data parallelism).
+  double samples_per_iteration = 0;
   int ranks() const { return static_cast<int>(program_of.size()); }
   const RankProgram& of(int rank) const { return programs[static_cast<std::size_t>(program_of[static_cast<std::size_t>(rank)])]; }
-  int group_of(int rank, const Task& t) const { return rank_groups[static_cast<std::size_t>(rank)][static_cast<std::size_t>(t.group)]; }
+  int group_of(int rank, const Task& t) const { return group_of_slot(rank, t.group); }
+  int group_of_slot(int rank, int slot) const { return rank_groups[static_cast<std::size_t>(rank)][static_cast<std::size_t>(slot)]; }
   int peer_of(int rank, const Task& t) const { return rank_peers[static_cast<std::size_t>(rank)][static_cast<std::size_t>(t.peer)]; }
 };
 

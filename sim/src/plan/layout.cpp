@@ -1,0 +1,537 @@
+// Planner: a transformer's parallel layout (ParallelLayout): tensor, pipeline (GPipe, 1F1B, interleaved
+// 1F1B), context and expert parallelism composed with data parallelism and ZeRO 0-3, each rank's iteration
+// as a step program. Method and sources: docs/parallel-layouts.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/errors.hpp"
+#include "sim/src/plan/planners.hpp"
+#include "sim/src/plan/rank_grid.hpp"
+
+namespace dtsim::sim {
+namespace {
+
+// Group slots of every rank's program, and peer slots.
+enum Slot { TP = 0, CP = 1, DP = 2, EP = 3, EXPERT_DP = 4, EMBEDDING = 5 };
+enum Peer { PREV = 0, NEXT = 1 };
+
+// One model chunk (a contiguous range of blocks, a pipeline stage or one of its virtual stages).
+struct Chunk {
+  double fwd_s = 0, bwd_s = 0, recompute_s = 0;
+  double grad_B = 0, expert_grad_B = 0;
+  int blocks = 0, attention = 0, moe = 0;
+  bool embedding = false, head = false;
+  std::vector<std::pair<int, double>> block_grad_B;  // (block, dense gradient bytes), forward order
+  std::vector<std::pair<int, double>> block_bwd_s;   // (block, backward seconds incl. recompute)
+  std::vector<double> block_fwd_s;                   // forward seconds per block, forward order
+};
+
+struct Step {
+  bool forward;
+  int micro;
+  int chunk;  // model chunk index on this pipeline rank (0..vp-1)
+};
+
+// The schedule of pipeline rank `s`: GPipe (every forward, then every backward in reverse), 1F1B
+// (PipeDream-flush: pp-s-1 warm-up forwards, then one forward one backward), or Megatron-LM's interleaved
+// 1F1B over vp model chunks (core/pipeline_parallel/schedules.py: warm-up (pp-s-1) x 2 + (vp-1) x pp,
+// micro-batches in groups of pp per chunk).
+std::vector<Step> schedule_of(const ParallelLayout& L, int s) {
+  const int m = L.micro_batches, pp = L.pp, vp = L.vp;
+  std::vector<Step> out;
+  if (L.schedule == "gpipe") {
+    for (int k = 0; k < vp; ++k)
+      for (int j = 0; j < m; ++j) out.push_back({true, j, k});
+    for (int k = vp - 1; k >= 0; --k)
+      for (int j = m - 1; j >= 0; --j) out.push_back({false, j, k});
+    return out;
+  }
+  if (vp == 1) {
+    const int warmup = std::min(pp - s - 1, m);
+    for (int j = 0; j < warmup; ++j) out.push_back({true, j, 0});
+    for (int i = 0; i < m - warmup; ++i) {
+      out.push_back({true, warmup + i, 0});
+      out.push_back({false, i, 0});
+    }
+    for (int j = m - warmup; j < m; ++j) out.push_back({false, j, 0});
+    return out;
+  }
+  const int total = m * vp;
+  auto micro = [&](int k) { return (k / (pp * vp)) * pp + k % pp; };
+  auto fchunk = [&](int k) { return (k / pp) % vp; };
+  auto bchunk = [&](int k) { return vp - 1 - (k / pp) % vp; };
+  const int warmup = std::min((pp - s - 1) * 2 + (vp - 1) * pp, total);
+  for (int k = 0; k < warmup; ++k) out.push_back({true, micro(k), fchunk(k)});
+  for (int i = 0; i < total - warmup; ++i) {
+    out.push_back({true, micro(warmup + i), fchunk(warmup + i)});
+    out.push_back({false, micro(i), bchunk(i)});
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back({false, micro(k), bchunk(k)});
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> layout_chunk_blocks(const ParallelLayout& L, int blocks) {
+  const int chunks = L.pp * L.vp;
+  if (!L.stage_layers.empty()) {
+    if (static_cast<int>(L.stage_layers.size()) != chunks)
+      throw InputError(fmt::format("--stage-layers: {} entries, expected pp x vp = {}", L.stage_layers.size(), chunks));
+    int sum = 0;
+    for (int v : L.stage_layers) {
+      if (v < 1) throw InputError(fmt::format("--stage-layers: every chunk needs >= 1 layer, got {}", v));
+      sum += v;
+    }
+    if (sum != blocks)
+      throw InputError(fmt::format("--stage-layers: the entries add up to {} layers, the model has {}", sum, blocks));
+    return L.stage_layers;
+  }
+  if (blocks < chunks)
+    throw InputError(fmt::format("--pp: {} pipeline stages x {} virtual stages = {} chunks, more than the model's {} "
+                                 "layers",
+                                 L.pp, L.vp, chunks, blocks));
+  std::vector<int> out(static_cast<std::size_t>(chunks), blocks / chunks);
+  const int extra = blocks % chunks;
+  // Spread from the second chunk on (the first carries the embedding), wrapping if needed.
+  for (int e = 0; e < extra; ++e) ++out[static_cast<std::size_t>((1 + e) % chunks)];
+  return out;
+}
+
+namespace {
+
+std::vector<Chunk> build_chunks(const calibrate::ComputeProfile& profile, const ParallelLayout& L) {
+  int blocks = 0;
+  for (const auto& l : profile.layers) blocks = std::max(blocks, l.block + 1);
+  if (blocks == 0) throw InputError(fmt::format("model '{}' has no transformer blocks: parallel layouts apply to transformers", profile.model));
+  const auto per_chunk = layout_chunk_blocks(L, blocks);
+  std::vector<int> chunk_of_block;
+  for (std::size_t c = 0; c < per_chunk.size(); ++c)
+    for (int b = 0; b < per_chunk[c]; ++b) chunk_of_block.push_back(static_cast<int>(c));
+  std::vector<Chunk> chunks(per_chunk.size());
+  bool seen_block = false;
+  int last_block = -1;
+  const bool full = L.recompute == "full", selective = L.recompute == "selective";
+  for (const auto& l : profile.layers) {
+    int c = 0;
+    if (l.block >= 0) {
+      c = chunk_of_block[static_cast<std::size_t>(l.block)];
+      seen_block = true;
+    } else {
+      c = seen_block ? static_cast<int>(chunks.size()) - 1 : 0;
+    }
+    Chunk& ch = chunks[static_cast<std::size_t>(c)];
+    ch.fwd_s += l.fwd_s;
+    const bool attention = l.op == "attention";
+    double recompute = 0;
+    if (l.block >= 0 && (full || (selective && attention))) recompute = l.fwd_s;
+    ch.bwd_s += l.bwd_s() + recompute;
+    ch.recompute_s += recompute;
+    const bool expert = l.op == "moe_experts";
+    (expert ? ch.expert_grad_B : ch.grad_B) += static_cast<double>(l.grad_bytes);
+    if (l.op == "embedding" || l.op == "patch_embed") ch.embedding = true;
+    if (l.op == "lm_head" || l.op == "cls_head") ch.head = true;
+    if (attention) ++ch.attention;
+    if (expert) ++ch.moe;
+    if (l.block >= 0 && l.block != last_block) {
+      ++ch.blocks;
+      last_block = l.block;
+      ch.block_grad_B.emplace_back(l.block, 0.0);
+      ch.block_bwd_s.emplace_back(l.block, 0.0);
+      ch.block_fwd_s.push_back(0.0);
+    }
+    if (!ch.block_fwd_s.empty() && l.block >= 0) ch.block_fwd_s.back() += l.fwd_s;
+    if (!expert) {
+      if (!ch.block_grad_B.empty() && l.block >= 0) ch.block_grad_B.back().second += static_cast<double>(l.grad_bytes);
+    }
+    if (!ch.block_bwd_s.empty() && l.block >= 0) ch.block_bwd_s.back().second += l.bwd_s() + recompute;
+  }
+  return chunks;
+}
+
+// The collectives one micro-batch's forward (or backward) of a chunk runs on its tensor-, context- and
+// expert-parallel groups, in Megatron-LM's accounting: two per block each way (after the attention's and
+// the MLP's row-parallel linears in forward; before their column-parallel linears in backward), one for the
+// vocab-parallel embedding in forward and one for the output layer's input gradient in backward; with
+// sequence parallelism each allreduce is a reduce-scatter plus an allgather of the same buffer. Ring
+// attention gathers each layer's keys and values (and reduce-scatters their gradients in backward); an MoE
+// layer dispatches and combines tokens with two alltoalls each way. Full recompute repeats the forward's.
+std::vector<InlineCollective> local_collectives(const ParallelLayout& L, const Chunk& ch, bool forward) {
+  std::vector<InlineCollective> out;
+  const bool full = L.recompute == "full";
+  if (L.tp > 1) {
+    int calls = 2 * ch.blocks + (forward ? (ch.embedding ? 1 : 0) : (ch.head ? 1 : 0));
+    if (!forward && full) calls += 2 * ch.blocks + (ch.embedding ? 1 : 0);
+    if (L.sequence_parallel) {
+      out.push_back({"reduce-scatter", TP, L.tp_bytes, calls});
+      out.push_back({"allgather", TP, L.tp_bytes, calls});
+    } else {
+      out.push_back({"allreduce", TP, L.tp_bytes, calls});
+    }
+  }
+  if (L.cp > 1 && ch.attention > 0) {
+    const int gathers = ch.attention * (forward ? 1 : (full ? 2 : 1));
+    out.push_back({"allgather", CP, L.cp_kv_bytes, gathers});
+    if (!forward) out.push_back({"reduce-scatter", CP, L.cp_kv_bytes, ch.attention});
+  }
+  if (L.ep > 1 && ch.moe > 0) out.push_back({"alltoall", EP, L.ep_bytes, 2 * ch.moe * (!forward && full ? 2 : 1)});
+  return out;
+}
+
+// Gradient buckets of a chunk's last backward, in backward order: blocks whose dense gradients add up to
+// the fusion size (Megatron-LM's DDP buckets, PyTorch DDP's 25 MiB), the chunk's non-block layers with the
+// first (last) bucket; each bucket with its share of the backward time.
+struct Bucket {
+  double bwd_s = 0, grad_B = 0;
+};
+std::vector<Bucket> buckets_of(const Chunk& ch, double fusion_B) {
+  std::vector<Bucket> out;
+  double block_s = 0, block_B = 0;
+  for (const auto& [b, s] : ch.block_bwd_s) block_s += s;
+  for (const auto& [b, g] : ch.block_grad_B) block_B += g;
+  Bucket cur;
+  // Work outside blocks (head first in backward, embedding last).
+  const double outside_s = std::max(0.0, ch.bwd_s - block_s), outside_B = std::max(0.0, ch.grad_B - block_B);
+  cur.bwd_s += ch.head ? outside_s : 0.0;
+  cur.grad_B += ch.head ? outside_B : 0.0;
+  for (std::size_t i = ch.block_bwd_s.size(); i-- > 0;) {
+    cur.bwd_s += ch.block_bwd_s[i].second;
+    cur.grad_B += ch.block_grad_B[i].second;
+    if (fusion_B > 0 && cur.grad_B >= fusion_B) {
+      out.push_back(cur);
+      cur = {};
+    }
+  }
+  cur.bwd_s += ch.head ? 0.0 : outside_s;
+  cur.grad_B += ch.head ? 0.0 : outside_B;
+  if (cur.bwd_s > 0 || cur.grad_B > 0 || out.empty()) out.push_back(cur);
+  return out;
+}
+
+// ZeRO-3 units of one chunk's forward or backward: (seconds, gradient bytes) per block in execution order,
+// the chunk's work outside blocks folded into the first unit executed.
+struct Unit {
+  double seconds = 0, grad_B = 0;
+};
+std::vector<Unit> zero3_units(const Chunk& ch, bool forward) {
+  std::vector<Unit> units;
+  double block_s = 0, block_B = 0;
+  for (std::size_t i = 0; i < ch.block_fwd_s.size(); ++i) {
+    const double s = forward ? ch.block_fwd_s[i] : ch.block_bwd_s[i].second;
+    units.push_back({s, ch.block_grad_B[i].second});
+    block_s += s;
+    block_B += ch.block_grad_B[i].second;
+  }
+  const double total_s = forward ? ch.fwd_s : ch.bwd_s;
+  // Expert gradients are inside blocks but kept apart in block_grad_B: spread them evenly.
+  if (!units.empty() && ch.expert_grad_B > 0)
+    for (auto& u : units) u.grad_B += ch.expert_grad_B / static_cast<double>(units.size());
+  const Unit outside{std::max(0.0, total_s - block_s), std::max(0.0, ch.grad_B - block_B)};
+  if (units.empty()) return {outside};
+  if (!forward) std::reverse(units.begin(), units.end());
+  units.front().seconds += outside.seconds;
+  units.front().grad_B += outside.grad_B;
+  return units;
+}
+
+}  // namespace
+
+void check_layout(const ParallelLayout& L, int workers) {
+  const auto need = [](int v, const char* flag) {
+    if (v < 1 || v > (1 << 16)) throw InputError(fmt::format("{}: must be in 1..65536, got {}", flag, v));
+  };
+  need(L.tp, "--tp");
+  need(L.pp, "--pp");
+  need(L.vp, "--vp");
+  need(L.cp, "--cp");
+  need(L.ep, "--ep");
+  if (L.micro_batches < 1) throw InputError(fmt::format("--global-batch: gives {} micro-batches per replica", L.micro_batches));
+  if (L.zero < 0 || L.zero > 3) throw InputError(fmt::format("--zero: must be 0, 1, 2 or 3, got {}", L.zero));
+  if (L.schedule != "1f1b" && L.schedule != "gpipe")
+    throw InputError(fmt::format("--schedule: unknown schedule '{}' (known: 1f1b, gpipe)", L.schedule));
+  if (L.recompute != "none" && L.recompute != "selective" && L.recompute != "full")
+    throw InputError(fmt::format("--recompute: unknown policy '{}' (known: none, selective, full)", L.recompute));
+  const long long mp = static_cast<long long>(L.tp) * L.pp * L.cp;
+  if (workers % mp != 0)
+    throw InputError(fmt::format("--workers: {} workers are not a multiple of tp x pp x cp = {} x {} x {} = {}", workers,
+                                 L.tp, L.pp, L.cp, mp));
+  const int dp = static_cast<int>(workers / mp);
+  if (dp % L.ep != 0)
+    throw InputError(fmt::format("--ep: expert parallelism {} must divide the data-parallel size {} (workers / (tp x pp x cp))",
+                                 L.ep, dp));
+  if (L.vp > 1 && L.pp == 1) throw InputError("--vp: virtual stages need a pipeline (--pp > 1)");
+  if (L.vp > 1 && L.schedule == "gpipe") throw InputError("--vp: the interleaved schedule is 1F1B's (--schedule 1f1b)");
+  if (L.vp > 1 && L.micro_batches % L.pp != 0)
+    throw InputError(fmt::format("--vp: the interleaved schedule needs micro-batches ({}) in multiples of --pp ({}), as "
+                                 "Megatron-LM requires",
+                                 L.micro_batches, L.pp));
+  std::vector<std::string> dims;
+  std::string rest = L.order;
+  while (!rest.empty()) {
+    const auto dash = rest.find('-');
+    dims.push_back(rest.substr(0, dash));
+    rest = dash == std::string::npos ? "" : rest.substr(dash + 1);
+  }
+  auto sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != std::vector<std::string>{"cp", "dp", "pp", "tp"})
+    throw InputError(fmt::format("--order: '{}' must name tp, cp, dp and pp once each, fastest first (e.g. tp-cp-dp-pp)",
+                                 L.order));
+}
+
+StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const TrainingPoint& point) {
+  const ParallelLayout& L = point.layout;
+  check_layout(L, point.workers);
+  const int W = point.workers;
+  const int dp = W / L.model_parallel();
+  std::vector<GridDim> dims;
+  {
+    std::string rest = L.order;
+    while (!rest.empty()) {
+      const auto dash = rest.find('-');
+      const std::string d = rest.substr(0, dash);
+      dims.push_back({d, d == "tp" ? L.tp : d == "cp" ? L.cp : d == "dp" ? dp : L.pp});
+      rest = dash == std::string::npos ? "" : rest.substr(dash + 1);
+    }
+  }
+  const RankGrid grid(dims);
+  const std::vector<Chunk> chunks = build_chunks(profile, L);
+  const int pp = L.pp, vp = L.vp, m = L.micro_batches;
+  const int total_chunks = pp * vp;
+  double total_grad_B = 0;
+  for (const auto& c : chunks) total_grad_B += c.grad_B + c.expert_grad_B;
+
+  StepPrograms out;
+  out.samples_per_iteration = L.samples_per_iteration;
+  // Groups: every dimension's, the expert groups (ep consecutive data-parallel ranks) and the expert
+  // data-parallel groups (the data-parallel ranks with the same expert shard), and the embedding group of
+  // the first and last pipeline stages (tied input and output embeddings).
+  std::vector<std::vector<int>> slot_group(static_cast<std::size_t>(W), std::vector<int>(6, -1));
+  auto add_groups = [&](const std::vector<ProcessGroup>& groups, int slot) {
+    for (const auto& g : groups) {
+      const int index = static_cast<int>(out.groups.size());
+      out.groups.push_back(g);
+      for (int r : g.ranks) slot_group[static_cast<std::size_t>(r)][static_cast<std::size_t>(slot)] = index;
+    }
+  };
+  add_groups(grid.groups("tp"), TP);
+  add_groups(grid.groups("cp"), CP);
+  const auto dp_groups = grid.groups("dp");
+  add_groups(dp_groups, DP);
+  {
+    std::vector<ProcessGroup> ep_groups, edp_groups;
+    for (const auto& g : dp_groups) {
+      const int n = static_cast<int>(g.ranks.size());
+      for (int e = 0; e < n / L.ep; ++e) {
+        ProcessGroup pg{fmt::format("ep {}.{}", g.name, e), {}};
+        for (int i = 0; i < L.ep; ++i) pg.ranks.push_back(g.ranks[static_cast<std::size_t>(e * L.ep + i)]);
+        ep_groups.push_back(std::move(pg));
+      }
+      for (int i = 0; i < L.ep; ++i) {
+        ProcessGroup pg{fmt::format("expert-dp {}.{}", g.name, i), {}};
+        for (int e = 0; e < n / L.ep; ++e) pg.ranks.push_back(g.ranks[static_cast<std::size_t>(e * L.ep + i)]);
+        edp_groups.push_back(std::move(pg));
+      }
+    }
+    add_groups(ep_groups, EP);
+    add_groups(edp_groups, EXPERT_DP);
+  }
+  // Tied embeddings across the first and last stage: Megatron-LM allreduces the embedding's gradient
+  // between them after the backward; the last stage's output layer then holds a copy of the embedding
+  // weights. The profile's tied head has no gradient of its own, so the copy's bytes are the first
+  // chunk's embedding gradient.
+  double embedding_grad_B = 0;
+  for (const auto& l : profile.layers)
+    if (l.op == "embedding") embedding_grad_B += static_cast<double>(l.grad_bytes);
+  bool tied = false;
+  for (const auto& l : profile.layers)
+    if (l.op == "lm_head" && l.grad_bytes == 0) tied = true;
+  const bool embedding_group = pp > 1 && tied && embedding_grad_B > 0;
+  if (embedding_group) {
+    std::vector<ProcessGroup> groups;
+    for (const auto& g : grid.groups("pp"))
+      groups.push_back({fmt::format("embedding {}", g.name), {g.ranks.front(), g.ranks.back()}});
+    add_groups(groups, EMBEDDING);
+  }
+
+  // One program per pipeline rank.
+  double rank0_bubble = 0, rank0_recompute = 0;
+  for (int s = 0; s < pp; ++s) {
+    RankProgram p;
+    const auto steps = schedule_of(L, s);
+    int prev_compute = -1;
+    std::vector<int> grad_done;  // gradient collectives (and the last backward) the update waits for
+    std::vector<int> remaining_backward(static_cast<std::size_t>(vp), m);
+    int last_compute = -1;
+    std::vector<int> recent;  // ZeRO-3 unit computes, in order
+    auto tag = [&](bool forward, int micro, int global_chunk) { return (global_chunk * m + micro) * 2 + (forward ? 0 : 1); };
+    for (const Step& st : steps) {
+      const int g = st.chunk * pp + s;  // global chunk
+      const Chunk& ch = chunks[static_cast<std::size_t>(g)];
+      const bool first = g == 0, last = g == total_chunks - 1;
+      const std::string where = fmt::format("micro-batch {}{}", st.micro, vp > 1 ? fmt::format(" chunk {}", st.chunk) : "");
+      std::vector<int> deps;
+      if (prev_compute >= 0) deps.push_back(prev_compute);
+      if (st.forward && !first) {
+        // The activation from the previous chunk (pipeline rank s-1, or the last rank's previous chunk).
+        deps.push_back(p.add({.kind = TaskKind::RECV, .phase = TaskPhase::COMMUNICATION,
+                              .label = "receive activation " + where, .peer = PREV, .bytes = L.pp_bytes,
+                              .tag = tag(true, st.micro, g - 1)}));
+      }
+      if (!st.forward && !last) {
+        deps.push_back(p.add({.kind = TaskKind::RECV, .phase = TaskPhase::COMMUNICATION,
+                              .label = "receive gradient " + where, .peer = NEXT, .bytes = L.pp_bytes,
+                              .tag = tag(false, st.micro, g + 1)}));
+      }
+      if (L.zero == 3 && dp > 1) {
+        // FSDP full shard / ZeRO-3, one unit per block (FSDP's transformer-block wrapping): each block's
+        // weights gathered before its forward and again before its backward, prefetched one block ahead
+        // (the gather of a unit waits for the compute two units back), its gradient reduce-scattered after
+        // its backward. Work outside blocks goes with the first unit in forward order (the last in backward).
+        const auto units = zero3_units(ch, st.forward);
+        const auto inline_comm = local_collectives(L, ch, st.forward);
+        for (std::size_t u = 0; u < units.size(); ++u) {
+          std::vector<int> gather_deps;
+          if (recent.size() >= 2) gather_deps.push_back(recent[recent.size() - 2]);
+          const int gather = p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
+                                    .label = fmt::format("allgather weights ({}) {} unit {}",
+                                                         st.forward ? "forward" : "backward", where, u),
+                                    .operation = "allgather", .group = DP,
+                                    .bytes = units[u].grad_B * L.param_bytes_per_grad_byte, .deps = gather_deps});
+          std::vector<int> unit_deps = deps;
+          unit_deps.push_back(gather);
+          const int c = p.add({.kind = TaskKind::COMPUTE, .phase = st.forward ? TaskPhase::FORWARD : TaskPhase::BACKWARD,
+                               .label = fmt::format("{} {} unit {}", st.forward ? "forward" : "backward", where, u),
+                               .seconds = units[u].seconds, .deps = unit_deps,
+                               .inline_collectives = u + 1 == units.size() ? inline_comm : std::vector<InlineCollective>{},
+                               .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}, {"unit", static_cast<double>(u)}}});
+          recent.push_back(c);
+          deps = {c};
+          if (!st.forward)
+            grad_done.push_back(p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
+                                       .label = fmt::format("reduce-scatter gradients {} unit {}", where, u),
+                                       .operation = "reduce-scatter", .group = DP, .bytes = units[u].grad_B,
+                                       .deps = {c}}));
+        }
+        prev_compute = last_compute = deps.front();
+        if (st.forward && !last)
+          p.add({.kind = TaskKind::SEND, .phase = TaskPhase::COMMUNICATION, .label = "send activation " + where,
+                 .peer = NEXT, .bytes = L.pp_bytes, .tag = tag(true, st.micro, g), .deps = {last_compute}});
+        if (!st.forward && !first)
+          p.add({.kind = TaskKind::SEND, .phase = TaskPhase::COMMUNICATION, .label = "send gradient " + where,
+                 .peer = PREV, .bytes = L.pp_bytes, .tag = tag(false, st.micro, g), .deps = {last_compute}});
+        continue;
+      }
+      const bool last_backward = !st.forward && --remaining_backward[static_cast<std::size_t>(st.chunk)] == 0;
+      const auto inline_comm = local_collectives(L, ch, st.forward);
+      int done = -1;
+      if (st.forward) {
+        done = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::FORWARD, .label = "forward " + where,
+                      .seconds = ch.fwd_s, .deps = deps, .inline_collectives = inline_comm,
+                      .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}}});
+      } else if (!last_backward || dp == 1) {
+        done = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD, .label = "backward " + where,
+                      .seconds = ch.bwd_s, .deps = deps, .inline_collectives = inline_comm,
+                      .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}}});
+      } else {
+        // The last micro-batch's backward of this chunk, cut at gradient buckets: each bucket reduced over
+        // the data-parallel group as soon as its backward ends (overlapped with the rest).
+        const auto buckets = buckets_of(ch, point.fusion_bytes);
+        double bwd_total = 0;
+        for (const auto& b : buckets) bwd_total += b.bwd_s;
+        for (std::size_t k = 0; k < buckets.size(); ++k) {
+          std::vector<InlineCollective> share = inline_comm;
+          // The inline collectives go with the last segment (their count is per chunk, not per bucket).
+          if (k + 1 < buckets.size()) share.clear();
+          done = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD,
+                        .label = fmt::format("backward {} bucket {}", where, k), .seconds = buckets[k].bwd_s,
+                        .deps = deps, .inline_collectives = share,
+                        .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}, {"bucket", static_cast<double>(k)}}});
+          deps = {done};
+          grad_done.push_back(p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
+                                     .label = fmt::format("{} gradients chunk {} bucket {}",
+                                                          L.zero >= 1 ? "reduce-scatter" : "allreduce", st.chunk, k),
+                                     .operation = L.zero >= 1 ? "reduce-scatter" : "allreduce", .group = DP,
+                                     .bytes = buckets[k].grad_B, .deps = {done}}));
+        }
+        if (ch.expert_grad_B > 0 && L.ep > 1 && dp / L.ep > 1)
+          grad_done.push_back(p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
+                                     .label = fmt::format("{} expert gradients chunk {}",
+                                                          L.zero >= 1 ? "reduce-scatter" : "allreduce", st.chunk),
+                                     .operation = L.zero >= 1 ? "reduce-scatter" : "allreduce", .group = EXPERT_DP,
+                                     .bytes = ch.expert_grad_B, .deps = {done}}));
+        else if (ch.expert_grad_B > 0 && L.ep == 1 && dp > 1)
+          grad_done.push_back(p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
+                                     .label = fmt::format("allreduce expert gradients chunk {}", st.chunk),
+                                     .operation = L.zero >= 1 ? "reduce-scatter" : "allreduce", .group = DP,
+                                     .bytes = ch.expert_grad_B, .deps = {done}}));
+      }
+      prev_compute = last_compute = done;
+      if (st.forward && !last)
+        p.add({.kind = TaskKind::SEND, .phase = TaskPhase::COMMUNICATION, .label = "send activation " + where,
+               .peer = NEXT, .bytes = L.pp_bytes, .tag = tag(true, st.micro, g), .deps = {done}});
+      if (!st.forward && !first)
+        p.add({.kind = TaskKind::SEND, .phase = TaskPhase::COMMUNICATION, .label = "send gradient " + where,
+               .peer = PREV, .bytes = L.pp_bytes, .tag = tag(false, st.micro, g), .deps = {done}});
+    }
+    grad_done.push_back(last_compute);
+    const bool has_embedding = chunks[static_cast<std::size_t>(s)].embedding;
+    const bool has_head = chunks[static_cast<std::size_t>((vp - 1) * pp + s)].head;
+    if (embedding_group && (has_embedding || has_head) && (s == 0 || s == pp - 1))
+      grad_done.push_back(p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
+                                 .label = "allreduce tied embedding gradients", .operation = "allreduce",
+                                 .group = EMBEDDING, .bytes = embedding_grad_B, .deps = {last_compute}}));
+    // The optimizer step over this rank's chunks (its share of the profile's step; ZeRO 1-3: of its shard).
+    double rank_grad_B = 0, recompute = 0, busy = 0;
+    for (int k = 0; k < vp; ++k) {
+      const Chunk& ch = chunks[static_cast<std::size_t>(k * pp + s)];
+      rank_grad_B += ch.grad_B + ch.expert_grad_B;
+      recompute += ch.recompute_s * m;
+      busy += (ch.fwd_s + ch.bwd_s) * m;
+    }
+    const double update_s =
+        total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp : 1) : 0.0;
+    const int update = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::UPDATE, .label = "optimizer update",
+                              .seconds = update_s, .deps = grad_done});
+    if ((L.zero == 1 || L.zero == 2) && dp > 1)
+      p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION, .label = "allgather updated weights",
+             .operation = "allgather", .group = DP, .bytes = rank_grad_B * L.param_bytes_per_grad_byte,
+             .deps = {update}});
+    if (s == 0) {
+      rank0_recompute = recompute;
+      // The ideal bubble: (pp - 1) chunk-times of forward and backward of the slowest stage, over vp.
+      double slowest = 0;
+      for (int q = 0; q < pp; ++q) {
+        double t = 0;
+        for (int k = 0; k < vp; ++k) t += chunks[static_cast<std::size_t>(k * pp + q)].fwd_s + chunks[static_cast<std::size_t>(k * pp + q)].bwd_s;
+        slowest = std::max(slowest, t);
+      }
+      rank0_bubble = pp > 1 ? (pp - 1) * slowest / vp : 0.0;
+      (void)busy;
+    }
+    out.programs.push_back(std::move(p));
+  }
+  out.bubble_s = rank0_bubble;
+  out.recompute_s = rank0_recompute;
+  out.program_of.resize(static_cast<std::size_t>(W));
+  out.rank_groups.resize(static_cast<std::size_t>(W));
+  out.rank_peers.resize(static_cast<std::size_t>(W));
+  const auto pp_groups = grid.groups("pp");
+  for (const auto& g : pp_groups)
+    for (int s = 0; s < pp; ++s) {
+      const int r = g.ranks[static_cast<std::size_t>(s)];
+      out.program_of[static_cast<std::size_t>(r)] = s;
+      out.rank_peers[static_cast<std::size_t>(r)] = {g.ranks[static_cast<std::size_t>((s + pp - 1) % pp)],
+                                                     g.ranks[static_cast<std::size_t>((s + 1) % pp)]};
+    }
+  for (int r = 0; r < W; ++r) {
+    auto& slots = slot_group[static_cast<std::size_t>(r)];
+    if (slots[EMBEDDING] < 0) slots.resize(EMBEDDING);  // only the first and last stages hold it
+    out.rank_groups[static_cast<std::size_t>(r)] = slots;
+  }
+  return out;
+}
+
+}  // namespace dtsim::sim
