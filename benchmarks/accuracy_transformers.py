@@ -283,12 +283,12 @@ def main():
         if row["file"] != current:
             current = row["file"]
             print(f"\n{row['file']}: {row['source']}")
-            print(f"  {'id':<28}{'model':<16}{'GPUs':>6}  {'platform':<19}{'published':>12}{'dtsim':>12}  {'error':>7}  layout")
+            print(f"  {'id':<32}{'model':<16}{'GPUs':>6}  {'platform':<19}{'published':>12}{'dtsim':>12}  {'error':>7}  layout")
         point, reason = results[row["id"]]
         model = os.path.basename(row["model"]).removesuffix(".json")
         pub = fmt(row["figure"], row["unit"])
         star = "*" if row.get("assumed") else " "
-        head = f"  {row['id']:<28}{model:<16}{row['gpus']:>6}  {row['platform']:<19}{pub:>12}"
+        head = f"  {row['id']:<32}{model:<16}{row['gpus']:>6}  {row['platform']:<19}{pub:>12}"
         if point is not None:
             value, reason = dtsim_figure(row, point)
         if point is None or value is None:
