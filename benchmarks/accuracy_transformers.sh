@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Held-out checks of transformer training: published single-GPU, one-node and large-scale throughputs
-# (benchmarks/data/llm-*.yaml: Megatron-LM SC'21, Korthikanti et al. 2022, Llama 3 405B, BLOOM-176B,
-# NeMo 24.07, Megatron Bridge 25.11, NVIDIA's DGX Cloud recipes, MosaicML MPT, torchtitan,
-# DeepLearningExamples BERT) beside dtsim's predictions, with the relative error per row and the mean absolute error per set.
+# Held-out checks of transformer training: the published single-GPU, one-node and large-scale
+# throughputs of benchmarks/data/llm-*.yaml (sources: each file's header; list: benchmarks/README.md)
+# beside dtsim's predictions, with the relative error per row and the mean absolute error per set.
 # Rows needing a predict flag this dtsim lacks are skipped with the reason. Options go to
 # benchmarks/accuracy_transformers.py (--set single|large, --only REGEX, --jobs N, --timeout S, --check,
 # --dry-run).
