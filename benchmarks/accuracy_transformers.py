@@ -106,8 +106,10 @@ def load_rows(path, root):
 def predict_help(dtsim):
     out = subprocess.run([dtsim, "predict", "--help"], capture_output=True, text=True).stdout
     flags = set(re.findall(r"(--[a-z][a-z0-9-]*)", out))
-    m = re.search(r"--precision\s+TEXT\s+([a-z0-9|-]+)", out)
-    precisions = set(m.group(1).split("|")) if m else set()
+    # The --precision entry runs to the next option line; the precisions it names are the ones dtsim has.
+    m = re.search(r"^\s*--precision\b(.*?)(?=^\s*-{1,2}[a-zA-Z]|\Z)", out, re.M | re.S)
+    words = set(re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)*", m.group(1))) if m else set()
+    precisions = {p for p in PRECISIONS if p in words}
     return flags, precisions
 
 
