@@ -164,6 +164,9 @@ struct ParallelLayout {
   // Node-local tensor, context and expert collectives are priced once each by running them on the network
   // and then charged on the compute stream (docs/parallel-layouts.md "Folds"); false: each one simulated.
   bool fold_local_collectives = true;
+  // Data-parallel replicas folded onto replica 0, the others playing only its gradient collectives
+  // (docs/parallel-layouts.md "Folds"); false: every replica simulated.
+  bool fold_replicas = true;
   // Bytes of one micro-batch, derived from the model by the prediction:
   double tp_bytes = 0;      // a tensor-parallel allreduce: micro-batch x seq/cp x hidden x element bytes
   double pp_bytes = 0;      // an activation (or its gradient) sent between pipeline stages

@@ -731,6 +731,20 @@ std::vector<ScenarioField> make_fields() {
              return s.point.layout.stage_layers.empty() ? left_out("stage_layers: even split")
                                                         : list(s.point.layout.stage_layers);
            }},
+      {.key = "layout_folds",
+       .group = GROUP_FIDELITY,
+       .type = "bool",
+       .default_text = "true",
+       .help = "Transformer layouts: simulate every tensor-parallel collective and every data-parallel replica (default: "
+               "node-local collectives priced once, replicas folded onto one; docs/parallel-layouts.md)",
+       .flag = "--no-layout-folds",
+       .flag_kind = K::SETS_FALSE,
+       .example = "false",
+       .parse =
+           [](Scenario& s, const FieldInput& in) {
+             s.point.layout.fold_local_collectives = s.point.layout.fold_replicas = in.as<bool>();
+           },
+       .write = [](const Scenario& s) { return value(s.point.layout.fold_local_collectives); }},
       {.key = "comm_mode",
        .group = GROUP_FIDELITY,
        .type = "auto / coarse / fine",

@@ -79,7 +79,11 @@ int baseline_ps(const Scenario& s) {
 // The micro-batches each data-parallel replica runs per iteration: the global batch over micro-batch x dp.
 void set_layout_batches(const Prepared& p, sim::TrainingPoint& point) {
   auto& l = point.layout;
-  sim::check_layout(l, point.workers);
+  {
+    sim::ParallelLayout shape = l;  // the sizes, before dividing by dp (micro-batches are checked below)
+    shape.micro_batches = l.pp;
+    sim::check_layout(shape, point.workers);
+  }
   const int dp = point.workers / l.model_parallel();
   const long long per_step = static_cast<long long>(p.layout.micro_batch) * dp;
   const long long global = p.layout.global_batch > 0 ? p.layout.global_batch : per_step;
@@ -89,6 +93,7 @@ void set_layout_batches(const Prepared& p, sim::TrainingPoint& point) {
                                  global, p.layout.micro_batch, dp, per_step, point.workers));
   l.micro_batches = static_cast<int>(global / per_step);
   l.samples_per_iteration = static_cast<double>(global);
+  sim::check_layout(l, point.workers);
 }
 
 sim::TrainingPoint point_of(const Prepared& p, int workers, int ps, const std::string& trace_path) {

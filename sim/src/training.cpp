@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -488,7 +489,9 @@ class Replay final : public ReplayServices {
     // A task with inline collectives computes at its group's slowest pace: the collectives after it meet
     // every member (Megatron's tensor-parallel ranks wait for each other at each allreduce).
     double f = factor(r, it);
-    if (!t.inline_collectives.empty())
+    if (!programs_.stands_for.empty() && !programs_.stands_for[static_cast<std::size_t>(r)].empty())
+      for (int q : programs_.stands_for[static_cast<std::size_t>(r)]) f = std::max(f, factor(q, it));
+    else if (!t.inline_collectives.empty())
       for (int q : programs_.groups[static_cast<std::size_t>(programs_.group_of_slot(r, t.inline_collectives.front().group))].ranks)
         f = std::max(f, factor(q, it));
     compute_phase(r, it, t.seconds * f, t.label, t.phase, std::move(args), [this, r, i] {
@@ -824,8 +827,10 @@ PointResult Replay::result() const {
     const Window w = measured_window(rs);
     return w.span_s() > 0 ? batch * w.iterations / w.span_s() : 0.0;
   };
-  for (const auto& rs : ranks_)
-    if (rs.ends_s.back() <= 0)
+  // Folded ranks (plan/layout.cpp) have empty programs: nothing to finish or to measure.
+  auto folded = [&](std::size_t r) { return !exchange_ && programs_.of(static_cast<int>(r)).tasks.empty(); };
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    if (!folded(r) && ranks_[r].ends_s.back() <= 0)
       throw Failure("training replay ended before every worker finished its iterations (internal error)");
   double throughput = 0;
   for (const auto& rs : ranks_) throughput += rank_rate(rs);
@@ -837,8 +842,9 @@ PointResult Replay::result() const {
     // Ranks of a parallel layout share their samples: the job's rate is the global batch per iteration of
     // the slowest rank (a synchronous step ends when every rank's does).
     double slowest = 0;
-    for (const auto& rs : ranks_) {
-      const Window w = measured_window(rs);
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      if (folded(r)) continue;
+      const Window w = measured_window(ranks_[r]);
       slowest = std::max(slowest, w.span_s() / w.iterations);
     }
     res.throughput = slowest > 0 ? programs_.samples_per_iteration / slowest : 0.0;

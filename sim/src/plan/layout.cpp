@@ -81,18 +81,29 @@ std::vector<int> layout_chunk_blocks(const ParallelLayout& L, int blocks) {
     if (static_cast<int>(L.stage_layers.size()) != chunks)
       throw InputError(fmt::format("--stage-layers: {} entries, expected pp x vp = {}", L.stage_layers.size(), chunks));
     int sum = 0;
-    for (int v : L.stage_layers) {
-      if (v < 1) throw InputError(fmt::format("--stage-layers: every chunk needs >= 1 layer, got {}", v));
+    for (std::size_t c = 0; c < L.stage_layers.size(); ++c) {
+      const int v = L.stage_layers[c];
+      const bool end = c == 0 || c + 1 == L.stage_layers.size();  // holds the embedding or the output layer
+      if (v < (end ? 0 : 1))
+        throw InputError(fmt::format("--stage-layers: chunk {} needs >= {} layers, got {}", c, end ? 0 : 1, v));
       sum += v;
     }
     if (sum != blocks)
       throw InputError(fmt::format("--stage-layers: the entries add up to {} layers, the model has {}", sum, blocks));
     return L.stage_layers;
   }
-  if (blocks < chunks)
+  // Up to two chunks fewer layers than chunks: the first and the last chunk hold only the embedding and the
+  // output layer (Llama 3 405B's 126 layers on 16 x 8 chunks; Dubey et al. 2024, §3.3.2).
+  if (blocks < chunks - 2 || (blocks < chunks && L.pp * L.vp < 3))
     throw InputError(fmt::format("--pp: {} pipeline stages x {} virtual stages = {} chunks, more than the model's {} "
-                                 "layers",
+                                 "layers (plus the embedding and output chunks)",
                                  L.pp, L.vp, chunks, blocks));
+  if (blocks < chunks) {
+    std::vector<int> out(static_cast<std::size_t>(chunks), 1);
+    out.front() = 0;
+    if (chunks - blocks == 2) out.back() = 0;
+    return out;
+  }
   std::vector<int> out(static_cast<std::size_t>(chunks), blocks / chunks);
   const int extra = blocks % chunks;
   // Spread from the second chunk on (the first carries the embedding), wrapping if needed.
@@ -366,6 +377,21 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
     std::vector<int> remaining_backward(static_cast<std::size_t>(vp), m);
     int last_compute = -1;
     std::vector<int> recent;  // ZeRO-3 unit computes, in order
+    // A compute with its node-local collectives: inline (folded), or each call a collective task of its own
+    // on the communication stream, the next compute after the last (fold_local_collectives false).
+    auto add_compute = [&](Task t) {
+      if (L.fold_local_collectives || t.inline_collectives.empty()) return p.add(std::move(t));
+      const auto calls = std::move(t.inline_collectives);
+      t.inline_collectives.clear();
+      const std::string label = t.label;
+      int last = p.add(std::move(t));
+      for (const auto& c : calls)
+        for (int k = 0; k < c.count; ++k)
+          last = p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
+                        .label = fmt::format("{} after {}", c.operation, label), .operation = c.operation,
+                        .group = c.group, .bytes = c.bytes, .deps = {last}});
+      return last;
+    };
     auto tag = [&](bool forward, int micro, int global_chunk) { return (global_chunk * m + micro) * 2 + (forward ? 0 : 1); };
     for (const Step& st : steps) {
       const int g = st.chunk * pp + s;  // global chunk
@@ -402,7 +428,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
                                     .bytes = units[u].grad_B * L.param_bytes_per_grad_byte, .deps = gather_deps});
           std::vector<int> unit_deps = deps;
           unit_deps.push_back(gather);
-          const int c = p.add({.kind = TaskKind::COMPUTE, .phase = st.forward ? TaskPhase::FORWARD : TaskPhase::BACKWARD,
+          const int c = add_compute({.kind = TaskKind::COMPUTE, .phase = st.forward ? TaskPhase::FORWARD : TaskPhase::BACKWARD,
                                .label = fmt::format("{} {} unit {}", st.forward ? "forward" : "backward", where, u),
                                .seconds = units[u].seconds, .deps = unit_deps,
                                .inline_collectives = u + 1 == units.size() ? inline_comm : std::vector<InlineCollective>{},
@@ -428,11 +454,11 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
       const auto inline_comm = local_collectives(L, ch, st.forward);
       int done = -1;
       if (st.forward) {
-        done = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::FORWARD, .label = "forward " + where,
+        done = add_compute({.kind = TaskKind::COMPUTE, .phase = TaskPhase::FORWARD, .label = "forward " + where,
                       .seconds = ch.fwd_s, .deps = deps, .inline_collectives = inline_comm,
                       .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}}});
       } else if (!last_backward || dp == 1) {
-        done = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD, .label = "backward " + where,
+        done = add_compute({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD, .label = "backward " + where,
                       .seconds = ch.bwd_s, .deps = deps, .inline_collectives = inline_comm,
                       .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}}});
       } else {
@@ -445,7 +471,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
           std::vector<InlineCollective> share = inline_comm;
           // The inline collectives go with the last segment (their count is per chunk, not per bucket).
           if (k + 1 < buckets.size()) share.clear();
-          done = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD,
+          done = add_compute({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD,
                         .label = fmt::format("backward {} bucket {}", where, k), .seconds = buckets[k].bwd_s,
                         .deps = deps, .inline_collectives = share,
                         .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}, {"bucket", static_cast<double>(k)}}});
@@ -518,11 +544,43 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
   out.program_of.resize(static_cast<std::size_t>(W));
   out.rank_groups.resize(static_cast<std::size_t>(W));
   out.rank_peers.resize(static_cast<std::size_t>(W));
+  // Folds (docs/parallel-layouts.md "Folds"). Tensor-parallel ranks run in lock-step (their collectives are
+  // inline and priced alike, at the group's slowest device): only tensor rank 0 of each group plays its
+  // program, the others an empty one. Data-parallel replicas run alike until their gradient collectives:
+  // only replica 0 plays the pipeline, the others only its data-parallel collectives (in the same order,
+  // so that every collective still spans the whole group on the network), and replica 0 computes at the
+  // slowest device of the ranks it stands for.
+  const bool fold_tp = L.fold_local_collectives && L.tp > 1;
+  const bool fold_dp = L.fold_replicas && dp > 1;
+  const int programs_played = pp;
+  if (fold_dp)
+    for (int s = 0; s < pp; ++s) {
+      RankProgram q;
+      std::vector<int> index(out.programs[static_cast<std::size_t>(s)].tasks.size(), -1);
+      for (const Task& t : out.programs[static_cast<std::size_t>(s)].tasks)
+        if (t.kind == TaskKind::COLLECTIVE && (t.group == DP || t.group == EXPERT_DP)) {
+          Task c = t;
+          c.deps.clear();
+          q.add(std::move(c));
+        }
+      out.programs.push_back(std::move(q));
+    }
+  const int empty_program = static_cast<int>(out.programs.size());
+  if (fold_tp) out.programs.emplace_back();
+  out.stands_for.assign(static_cast<std::size_t>(W), {});
   const auto pp_groups = grid.groups("pp");
   for (const auto& g : pp_groups)
     for (int s = 0; s < pp; ++s) {
       const int r = g.ranks[static_cast<std::size_t>(s)];
-      out.program_of[static_cast<std::size_t>(r)] = s;
+      const bool tp_rep = !fold_tp || grid.coordinate(r, "tp") == 0;
+      const bool dp_rep = !fold_dp || grid.coordinate(r, "dp") == 0;
+      out.program_of[static_cast<std::size_t>(r)] = !tp_rep ? empty_program : dp_rep ? s : programs_played + s;
+      if (tp_rep && dp_rep && (fold_tp || fold_dp))
+        for (int q = 0; q < W; ++q)
+          if (grid.coordinate(q, "pp") == s && grid.coordinate(q, "cp") == grid.coordinate(r, "cp") &&
+              (fold_tp || grid.coordinate(q, "tp") == grid.coordinate(r, "tp")) &&
+              (fold_dp || grid.coordinate(q, "dp") == grid.coordinate(r, "dp")))
+            out.stands_for[static_cast<std::size_t>(r)].push_back(q);
       out.rank_peers[static_cast<std::size_t>(r)] = {g.ranks[static_cast<std::size_t>((s + pp - 1) % pp)],
                                                      g.ranks[static_cast<std::size_t>((s + 1) % pp)]};
     }

@@ -74,6 +74,9 @@ struct StepPrograms {
   std::vector<int> program_of;                  // per rank: index into programs
   std::vector<std::vector<int>> rank_groups;    // per rank: group slot -> index into groups
   std::vector<std::vector<int>> rank_peers;     // per rank: peer slot -> rank
+  // Folded ranks (optional, per rank): the ranks whose work this rank's program stands for; it computes at
+  // the slowest of their device factors (plan/layout.cpp "Folds"). Empty: its own.
+  std::vector<std::vector<int>> stands_for;
   // Rank 0's analytic shares of its iteration (Breakdown): the ideal pipeline bubble and recomputation.
   double bubble_s = 0, recompute_s = 0;
   // Samples of the whole job per iteration (throughput); 0: each rank's batch (data parallelism).
