@@ -59,6 +59,7 @@ PY
   rm -f "$rss_file"
 }
 limit="${PS_TIMEOUT_S:-120}"
+echo "load average before the data-parallel rows: $(cut -d' ' -f1-3 /proc/loadavg)"
 dp_line "allreduce-auto  1024 workers" 1 4 "$dp_repeats" --workers 1024
 dp_line "allreduce-auto  4096 workers" 3 4 "$dp_repeats" --workers 4096
 dp_line "allreduce-ring  4096 workers" 2 4 "$dp_repeats" --workers 4096 --strategy allreduce-ring
@@ -72,9 +73,10 @@ sed -e 's/^nodes: 5320/nodes: 16384/' -e 's/^name: piz-daint/name: piz-daint-16k
     "$here/platforms/piz-daint.yaml" > "$big"
 platform_saved="$platform"
 platform="$big"
-dp_line "allreduce-ring 16384 workers (Piz Daint x 3.1)" 30 4 0 --workers 16384 --strategy allreduce-ring
+dp_line "allreduce-ring 16384 workers (Piz Daint grown to 16 groups x 16 chassis)" 30 4 0 --workers 16384 --strategy allreduce-ring
 platform="$platform_saved"
 rm -f "$big"
+echo "load average after the data-parallel rows: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Parameter servers: median CLI wall of PS_REPEATS runs (default 3) after one warm-up run; a run
 # past PS_TIMEOUT_S (default 120 s) is stopped and reported as such. Coarse PS traffic above 64
