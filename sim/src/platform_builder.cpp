@@ -105,6 +105,12 @@ struct NodeBuilder {
   // SimGrid's own split-duplex links are looked up by name through every zone on each add_route,
   // which made building quadratic in the node count.
   std::unordered_map<const s4u::Link*, s4u::Link*> down_of;
+  std::vector<s4u::Host*> hosts;  // of the node being built
+
+  s4u::Host* host(s4u::NetZone* zone, const std::string& name) {
+    hosts.push_back(zone->create_host(name, NOMINAL_HOST_SPEED_FLOPS));
+    return hosts.back();
+  }
 
   s4u::Link* duplex(s4u::NetZone* zone, const std::string& name, double bw_Bps, double latency_s) {
     s4u::Link* up = zone->create_link(name + "_UP", bw_Bps)->set_latency(latency_s);
@@ -137,7 +143,8 @@ struct NodeBuilder {
     const auto& intra = p.node.intra;
     const int gpus = dedicated ? 0 : workers_per_node;
 
-    s4u::Host* node_host = zone->create_host(tag + "-cpu", NOMINAL_HOST_SPEED_FLOPS);
+    hosts.clear();
+    s4u::Host* node_host = host(zone, tag + "-cpu");
     NetPoint* gw = zone->create_router(tag + "-gw");
     // NIC: all NIC ports of the node together; half the per-message overhead at each end.
     s4u::Link* nic = duplex(zone, tag + "-nic", p.network.link_bandwidth_Bps * std::max(1, p.node.nics),
@@ -158,7 +165,7 @@ struct NodeBuilder {
     // a folded representative's flows for the node's other members reach it (World::split_server_host).
     s4u::Host* server_end = nullptr;
     if (device_nic != nic) {
-      server_end = zone->create_host(tag + "-srv", NOMINAL_HOST_SPEED_FLOPS);
+      server_end = host(zone, tag + "-srv");
       add_both(zone, server_end->get_netpoint(), gw, {LinkInRoute(nic, Dir::UP)});
       out->split_server_hosts.resize(static_cast<std::size_t>(node) + 1, nullptr);
       out->split_server_hosts[static_cast<std::size_t>(node)] = server_end;
@@ -176,7 +183,7 @@ struct NodeBuilder {
     const double dev_link_Bps = p.node.device_link_Bps();
     std::vector<s4u::Link*> switches;
     for (int g = 0; g < gpus; ++g) {
-      devs.push_back(zone->create_host(fmt::format("{}-w{}", tag, g), NOMINAL_HOST_SPEED_FLOPS));
+      devs.push_back(host(zone, fmt::format("{}-w{}", tag, g)));
       own[g] = duplex(zone, fmt::format("{}-w{}-link", tag, g), dev_link_Bps, intra.latency_s / 2);
       to_cpu[g].emplace_back(own[g], Dir::UP);
       if (const int s = p.node.gpu_switch(g); s >= 0) {
@@ -245,7 +252,7 @@ struct NodeBuilder {
                        intra.latency_s / 2);
     // NVLink SHARP: the switch itself as an end (in-switch reduction and multicast), one port per GPU.
     if (nvswitch && gpus > 1 && nvswitch_reduces(p)) {
-      s4u::Host* sw = zone->create_host(tag + "-nvswitch", NOMINAL_HOST_SPEED_FLOPS);
+      s4u::Host* sw = host(zone, tag + "-nvswitch");
       for (int g = 0; g < gpus; ++g) add_both(zone, devs[g]->get_netpoint(), sw->get_netpoint(), {LinkInRoute(port[g], Dir::UP)});
       out->nvswitch_hosts.resize(static_cast<std::size_t>(node) + 1, nullptr);
       out->nvswitch_hosts[static_cast<std::size_t>(node)] = sw;
@@ -315,7 +322,7 @@ struct NodeBuilder {
     if (p.storage.kind == platforms::StorageKind::PARALLEL_FS && pfs_link == nullptr)  // one link, used by every node
       pfs_link = zone->create_link("pfs", p.storage.read_bandwidth_Bps)->set_latency(p.storage.latency_s);
     if (p.storage.kind != platforms::StorageKind::NONE) {
-      storage = zone->create_host(tag + "-storage", NOMINAL_HOST_SPEED_FLOPS);
+      storage = host(zone, tag + "-storage");
       s4u::Link* l = pfs_link;
       if (p.storage.kind == platforms::StorageKind::LOCAL_SSD)
         l = zone->create_link(tag + "-ssd", p.storage.read_bandwidth_Bps)->set_latency(p.storage.latency_s);
@@ -326,7 +333,15 @@ struct NodeBuilder {
         add_both(zone, storage->get_netpoint(), devs[g]->get_netpoint(), route);
       }
     }
+    // The topology is detached from SimGrid's root while it is built (build_platform), so the zone's seal,
+    // which finds its hosts by a walk from the root, sees none of them: they are sealed here, in the name
+    // order of that walk (NetZoneImpl's host map), unless the walk found them (a host sealed twice fires
+    // its creation signal twice).
     zone->seal();
+    if (zone->get_all_hosts().empty()) {
+      std::sort(hosts.begin(), hosts.end(), [](const s4u::Host* a, const s4u::Host* b) { return a->get_name() < b->get_name(); });
+      for (s4u::Host* h : hosts) h->seal();
+    }
 
     out->node_hosts.push_back(node_host);
     if (!dedicated) {
@@ -441,6 +456,16 @@ void validate_for_simulation(const platforms::Platform& p, const Layout& layout)
     if (d.groups < 1 || d.chassis_per_group < 1 || d.routers_per_chassis < 1 || d.nodes_per_router < 1 ||
         d.group_links < 1 || d.chassis_links < 1 || d.router_links < 1)
       throw InputError(fmt::format("{}: network.dragonfly counts must all be >= 1", file));
+    // SimGrid 3.32's dragonfly leaves a group through the router of its chassis whose index is the target
+    // group (DragonflyZone::get_local_route, green_links_[target group]): with more groups built than
+    // routers per chassis it reads past that table and crashes.
+    const long per_group = static_cast<long>(d.chassis_per_group) * d.routers_per_chassis * d.nodes_per_router;
+    const long groups = std::min<long>((needed + per_group - 1) / per_group, d.groups);
+    if (groups > d.routers_per_chassis)
+      throw InputError(fmt::format("{}: network.dragonfly: {} nodes fill {} groups, but SimGrid's dragonfly routes at most "
+                                   "routers_per_chassis ({}) groups (a global hop leaves through the router whose index "
+                                   "in the chassis is the target group); use larger groups (chassis_per_group)",
+                                   file, needed, groups, d.routers_per_chassis));
   } else if (n.topology == platforms::TopologyKind::TORUS) {
     if (n.torus.dims.empty())
       throw InputError(fmt::format("{}: network.torus.dims must list at least one dimension", file));
@@ -556,13 +581,32 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
   out.dedicated_nodes = layout.dedicated_ps_nodes;
   out.rails = node_rails(p);
   const int total_nodes = layout.nodes + layout.dedicated_ps_nodes;
-  NodeBuilder nb{p, layout.workers_per_node, nullptr, &out, {}};
+  NodeBuilder nb{p, layout.workers_per_node, nullptr, &out, {}, {}};
   const auto split = [&layout](int node) { return node < layout.nodes && node < layout.server_nic_nodes; };
   const auto& n = p.network;
   const double port_Bps = n.link_bandwidth_Bps;
+  // The topology is built detached from SimGrid's root, an empty zone made first, and attached to it once
+  // wired. Every link and host SimGrid creates is checked for a unique name by a walk of all zones from the
+  // root (StandardLinkImpl and HostImpl constructors), and every zone seal lists its hosts by such a walk
+  // (NetZoneImpl::get_all_hosts): with the node zones in reach, that made building quadratic in the node
+  // count (75% of a 4,096-worker Piz Daint prediction). Detached, the walks see an empty root. Names stay
+  // unique by construction (node tags, SimGrid's own counters), and nothing else changes: same zones,
+  // links, hosts, creation order and routes (the root is above the topology's zone, never on a route).
+  s4u::NetZone* top = s4u::create_empty_zone("dtsim");
+  const auto adopt_models = [top](s4u::NetZone* zone) {  // what set_parent(top) would copy
+    auto* from = top->get_impl();
+    auto* to = zone->get_impl();
+    if (to->get_network_model() != nullptr) return;
+    to->set_network_model(from->get_network_model());
+    to->set_cpu_pm_model(from->get_cpu_pm_model());
+    to->set_cpu_vm_model(from->get_cpu_vm_model());
+    to->set_disk_model(from->get_disk_model());
+    to->set_host_model(from->get_host_model());
+  };
   // Unused leaves of a fixed topology hold a bare host.
   auto leaf = [&](s4u::NetZone* zone, const std::vector<unsigned long>& /*coord*/,
                   unsigned long id) -> std::pair<NetPoint*, NetPoint*> {
+    adopt_models(zone);  // SimGrid's cluster zones made without a parent have no models yet
     if (static_cast<long>(id) < total_nodes)
       return nb.build(zone, static_cast<int>(id), static_cast<int>(id) >= layout.nodes, split(static_cast<int>(id)));
     return {zone->create_host(fmt::format("spare{}", id), NOMINAL_HOST_SPEED_FLOPS)->get_netpoint(), nullptr};
@@ -575,6 +619,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       //   node1 --port-- + backbone  plus a shared backbone link when the switch is blocking.
       //   ...           +
       root = s4u::create_star_zone("cluster");
+      adopt_models(root);
       s4u::Link* backbone = nullptr;
       if (n.backbone_bandwidth_Bps > 0)
         backbone = root->create_link("backbone", n.backbone_bandwidth_Bps)->set_latency(0);
@@ -586,6 +631,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
         if (backbone != nullptr) links.emplace_back(backbone);
         root->add_route(np, nullptr, gw, nullptr, links, true);
       }
+      root->set_parent(top);
       break;
     }
     case platforms::TopologyKind::FAT_TREE: {
@@ -599,6 +645,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       s4u::ClusterCallbacks cb(leaf);
       root = s4u::create_fatTree_zone("cluster", nullptr, s4u::FatTreeParams(f.levels, down, up, par), cb, port_Bps,
                                       n.latency_s, s4u::Link::SharingPolicy::SPLITDUPLEX);
+      root->set_parent(top);
       if (node_rails(p) > 1) widen_rail_leaf_links(p, down, up);
       break;
     }
@@ -608,8 +655,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       //       router ── router_links ── router         all-to-all inside a chassis; nodes per router
       // Trimmed to the groups needed, as the fat tree is: leaf ids map to the same group, chassis and
       // router whatever the group count, and a route between two used groups takes their own global
-      // link, so predictions do not change; SimGrid's link-name checks while it wires the zone cost
-      // links x node zones, which made the whole 14-group machine dominate a 1,024-worker prediction.
+      // link, so predictions do not change, and the zone holds only the links the job can use.
       const auto& d = n.dragonfly;
       const long per_group = static_cast<long>(d.chassis_per_group) * d.routers_per_chassis * d.nodes_per_router;
       const auto groups = static_cast<unsigned>(std::clamp<long>((total_nodes + per_group - 1) / per_group, 1, d.groups));
@@ -618,6 +664,7 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
                                   {d.routers_per_chassis, d.router_links}, d.nodes_per_router);
       root = s4u::create_dragonfly_zone("cluster", nullptr, params, cb, port_Bps, n.latency_s,
                                         s4u::Link::SharingPolicy::SPLITDUPLEX);
+      root->set_parent(top);
       if (d.global_link_bandwidth_Bps > 0) rate_global_links(d, groups);
       break;
     }
@@ -626,10 +673,11 @@ BuiltPlatform build_platform(const platforms::Platform& p, const Layout& layout)
       s4u::ClusterCallbacks cb(leaf);
       root = s4u::create_torus_zone("cluster", nullptr, dims, cb, port_Bps, n.latency_s,
                                     s4u::Link::SharingPolicy::SPLITDUPLEX);
+      root->set_parent(top);
       break;
     }
   }
-  root->seal();
+  top->seal();
   widen_split_nodes(out, layout);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Link.hpp>
 #include <string>
 
@@ -269,6 +270,40 @@ TEST_CASE("sim::World: a dragonfly is built with only the groups the job needs; 
   CHECK(dragonfly_transfer_s(five, 1) == Approx(1.0).epsilon(1e-6));
   // A job inside one group builds no global link at all.
   CHECK(in_world(five, {2, 1, 0}, global_links) == 0);
+}
+
+TEST_CASE("sim::World: every host of every topology is sealed once", "[sim]") {
+  // The topology is built out of the root's reach (build_platform), where SimGrid's zone seal finds no
+  // hosts: the builder seals the node zones' hosts itself. A host sealed twice fires on_creation twice.
+  static int sealed = 0;
+  static bool registered = false;
+  if (!registered) simgrid::s4u::Host::on_creation_cb([](simgrid::s4u::Host&) { ++sealed; });
+  registered = true;
+  const auto sealed_per_host = [](World&) {
+    return static_cast<double>(sealed) / static_cast<double>(simgrid::s4u::Engine::get_instance()->get_host_count());
+  };
+  auto five = two_group_dragonfly(0.25e9);
+  five.network.dragonfly.groups = 5;
+  five.nodes = 10;
+  auto torus = test_platforms::uniform_star(8, 1e9, 1e-6);
+  torus.network.topology = platforms::TopologyKind::TORUS;
+  torus.network.torus.dims = {2, 4};
+  CHECK(in_world(test_platforms::uniform_star(4, 1e9, 1e-6), {4, 1, 0}, sealed_per_host) == 1.0);
+  CHECK(in_world(test_platforms::gpu_fat_tree(4, 4), {4, 4, 0}, sealed_per_host) == 1.0);
+  CHECK(in_world(five, {3, 1, 0}, sealed_per_host) == 1.0);  // with a spare leaf in the zone
+  CHECK(in_world(torus, {6, 1, 0}, sealed_per_host) == 1.0);
+}
+
+TEST_CASE("sim::World: a dragonfly job over more groups than routers per chassis is an input error", "[sim]") {
+  // SimGrid's dragonfly leaves a group through the router whose index in its chassis is the target group:
+  // with 2 routers per chassis, 3 groups would read past its link table (a crash, not a number).
+  auto five = two_group_dragonfly(0.25e9);
+  five.network.dragonfly.groups = 5;
+  five.nodes = 10;
+  CHECK(in_world(five, {4, 1, 0}, [](World&) { return 1.0; }) == 1.0);  // 2 groups of 2 nodes
+  CHECK_THROWS_WITH(in_world(five, {6, 1, 0}, [](World&) { return 0.0; }),
+                    Catch::Contains("network.dragonfly") && Catch::Contains("routers_per_chassis (2)"));
+  CHECK_THROWS_AS(in_world(five, {6, 1, 0}, [](World&) { return 0.0; }), InputError);
 }
 
 TEST_CASE("sim::World: impossible layouts are input errors", "[sim]") {
