@@ -224,7 +224,7 @@ def check_model(model, layers_path, channels, side, seq_len=0):
         if name not in modules:
             problems.append(f"layer {layer['name']}: no torch module '{name}'")
             continue
-        count = sum(p.numel() for p in modules[name].parameters(recurse=False))
+        count = sum(p.numel() for p in modules[name].parameters())
         if count != layer["params"]:
             problems.append(f"layer {layer['name']}: {count} parameters in torch, {layer['params']} in dtsim")
         want = [2, layer["dst"][2], layer["dst"][1]] if language else [2] + layer["dst"][1:]
