@@ -52,18 +52,20 @@ void build_attention(PlanBuilder& b) {
   const std::size_t dropped_t = drop ? b.view(dropped, scores_t, 0, Role::WORKSPACE, 1) : probs_t;
   const std::size_t mask = drop ? b.tensor(Role::MASK, scores) : 0;
 
-  // S = Q K^T / sqrt(d) (+ the causal mask, a binary post-op), softmax in place, (dropout), O = P' V.
+  // S = Q K^T / sqrt(d), + the causal mask (a broadcast binary add, in place: as a matmul post-op it sends
+  // oneDNN 2.6 to its reference matmul), softmax in place, (dropout), O = P' V.
   dnnl::primitive_attr qk_attr;
   qk_attr.set_output_scales(0, {scale});
-  Args qk_args{{DNNL_ARG_SRC, q}, {DNNL_ARG_WEIGHTS, kt}, {DNNL_ARG_DST, probs}};
-  if (p.causal) {
-    dnnl::post_ops po;
-    po.append_binary(dnnl::algorithm::binary_add, mask_md);
-    qk_attr.set_post_ops(po);
-    qk_args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, b.tensor(Role::ATTN_MASK, mask_md));
-  }
   const dnnl::matmul::primitive_desc qk(dnnl::matmul::desc(heads_in, heads_in_t, scores), qk_attr, b.engine());
-  b.step(Stage::FWD, dnnl::matmul(qk), std::move(qk_args), qk.impl_info_str());
+  b.step(Stage::FWD, dnnl::matmul(qk), {{DNNL_ARG_SRC, q}, {DNNL_ARG_WEIGHTS, kt}, {DNNL_ARG_DST, probs}},
+         qk.impl_info_str());
+  if (p.causal) {
+    const dnnl::binary::primitive_desc add(dnnl::binary::desc(dnnl::algorithm::binary_add, scores, mask_md, scores),
+                                           b.engine());
+    b.step(Stage::FWD, dnnl::binary(add),
+           {{DNNL_ARG_SRC_0, probs}, {DNNL_ARG_SRC_1, b.tensor(Role::ATTN_MASK, mask_md)}, {DNNL_ARG_DST, probs}},
+           add.impl_info_str());
+  }
   using SF = dnnl::softmax_forward;
   const SF::primitive_desc sm(SF::desc(dnnl::prop_kind::forward_training, scores, 3), b.engine());
   b.step(Stage::FWD, SF(sm), {{DNNL_ARG_SRC, probs}, {DNNL_ARG_DST, probs}}, sm.impl_info_str());
