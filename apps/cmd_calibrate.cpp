@@ -25,6 +25,7 @@ namespace {
 struct CalibrateArgs {
   std::string model;
   int batch = 32;
+  int seq_len = 0;  // language models: tokens per sequence (0 = the model's default)
   int threads = 0;
   int instances = 1;
   std::string backend = "onednn";
@@ -38,6 +39,7 @@ struct ReportArgs {
   std::string model;
   std::string device;
   int batch = 32;
+  int seq_len = 0;
   int threads = 0;
   int workers_per_node = 1;
   int sockets = 1;
@@ -47,10 +49,12 @@ struct ReportArgs {
   std::string format = "table";
 };
 
-models::Model load(const std::string& name, int batch) {
+models::Model load(const std::string& name, int batch, int seq_len) {
   if (batch < 1 || batch > 1 << 20) throw InputError(fmt::format("--batch: expected 1..1048576, got {}", batch));
+  if (seq_len < 0) throw InputError(fmt::format("--seq-len: expected >= 0 (0 = the model's default), got {}", seq_len));
   models::ModelOptions o;
   o.batch = batch;
+  o.seq_len = seq_len;
   return models::load_model(name, o);
 }
 
@@ -79,7 +83,7 @@ void show_progress(const calibrate::CalibrateProgress& p) {
 }
 
 void run_calibrate(const CalibrateArgs& a) {
-  const models::Model m = load(a.model, a.batch);
+  const models::Model m = load(a.model, a.batch, a.seq_len);
   calibrate::CalibrateOptions o;
   o.threads = a.threads;
   o.instances = a.instances;
@@ -101,7 +105,7 @@ std::string num(double v, int digits) { return fmt::format("{:.{}f}", v, digits)
 
 void run_report(const ReportArgs& a) {
   const TextFormat format = parse_text_format(a.format);
-  const models::Model m = load(a.model, a.batch);
+  const models::Model m = load(a.model, a.batch, a.seq_len);
   const platforms::Device& dev = platforms::DeviceCatalog::builtin().by_name(a.device);
   calibrate::ProfileOptions o;
   o.threads = a.threads;
@@ -165,7 +169,7 @@ void run_report(const ReportArgs& a) {
 }
 
 void run_check(const CalibrateArgs& a) {
-  const models::Model m = load(a.model, a.batch);
+  const models::Model m = load(a.model, a.batch, a.seq_len);
   calibrate::CalibrateOptions o;
   o.threads = a.threads;
   o.db_path = a.db;
@@ -212,6 +216,7 @@ void run_check(const CalibrateArgs& a) {
 void add_calibrate_options(CLI::App* c, CalibrateArgs& a) {
   c->add_option("--model", a.model, "zoo model name or YAML model file")->required();
   c->add_option("--batch", a.batch, "batch size (per worker)")->capture_default_str();
+  c->add_option("--seq-len", a.seq_len, "tokens per sequence of a language model (0 = its default)")->capture_default_str();
   c->add_option("--threads", a.threads, "oneDNN threads (0 = every CPU)")->capture_default_str();
   c->add_option("--db", a.db, "calibration database (default: $DTSIM_CALIBRATION_DB or calibrate/data/calibration.json)");
   c->add_flag("--quiet", a.quiet, "no progress bar");
@@ -223,6 +228,8 @@ const CommandRegistrar registrar("calibrate", 30, [](CLI::App& root) {
   cmd->require_subcommand(0, 1);
   cmd->add_option("--model", args->model, "zoo model name or YAML model file");
   cmd->add_option("--batch", args->batch, "batch size (per worker)")->capture_default_str();
+  cmd->add_option("--seq-len", args->seq_len, "tokens per sequence of a language model (0 = its default)")
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "oneDNN threads (0 = every CPU)")->capture_default_str();
   cmd->add_option("--instances", args->instances,
                   "co-run calibration: copies of the work running at once, each with --threads threads (measures "
@@ -243,6 +250,8 @@ const CommandRegistrar registrar("calibrate", 30, [](CLI::App& root) {
   report->add_option("--device", rargs->device, "device name from platforms/devices.yaml")->required();
   report->add_option("--precision", rargs->precision, "fp32|fp16-mixed (GPUs with FP16 tensor cores)")->capture_default_str();
   report->add_option("--batch", rargs->batch, "batch per worker")->capture_default_str();
+  report->add_option("--seq-len", rargs->seq_len, "tokens per sequence of a language model (0 = its default)")
+      ->capture_default_str();
   report->add_option("--threads", rargs->threads, "CPU threads per worker (0 = the node's cores / workers)")
       ->capture_default_str();
   report->add_option("--workers-per-node", rargs->workers_per_node, "CPU worker processes per node")

@@ -120,10 +120,14 @@ const CommandRegistrar registrar("validate", 80, [](CLI::App& root) {
                   "gloo, predicted from libtorch calibration)")
       ->capture_default_str();
   cmd->add_option("--model", a->options.model,
-                  "Network to train: lenet5 or resnet20 (or any model of supported ops); pytorch: lenet5 or resnet18")
+                  "Network to train: lenet5 or resnet20 (or any model of supported ops); pytorch: lenet5, resnet18 or a "
+                  "GPT-2 Hugging Face config.json (e.g. models/examples/hf/gpt-tiny/config.json, with --data synthetic)")
       ->capture_default_str();
   cmd->add_option("--side", a->options.side, "Image side (pytorch only; Fashion-MNIST is resized)")->capture_default_str();
   cmd->add_option("--channels", a->options.channels, "Image channels (pytorch only)")->capture_default_str();
+  cmd->add_option("--seq-len", a->options.seq_len,
+                  "Tokens per sequence (pytorch with a GPT config.json only; 0 = the config's n_positions)")
+      ->capture_default_str();
   cmd->add_option("--ranks", a->ranks, "Comma-separated MPI rank counts, one run each")->capture_default_str();
   cmd->add_option("--threads", a->options.threads, "OpenMP threads per rank")->capture_default_str();
   cmd->add_option("--batch", a->options.batch, "Samples per rank and iteration")->capture_default_str();

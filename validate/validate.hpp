@@ -29,7 +29,11 @@ struct ValidateOptions {
   std::string work_dir;            // where reports go; empty = a fresh directory under /tmp
   int side = 28;                   // image side (pytorch only; Fashion-MNIST is resized when not 28)
   int channels = 1;                // image channels (pytorch only; gray replicated)
+  int seq_len = 0;                 // tokens per sequence (pytorch, GPT config.json models; 0 = n_positions)
 };
+
+// True when `model` names a Hugging Face config.json (a language model for the PyTorch trainer).
+bool is_language_model(const std::string& model);
 
 // One timed phase: measured median over the kept iterations and the prediction (negative = none).
 struct PhaseFigures {

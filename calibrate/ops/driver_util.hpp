@@ -24,6 +24,8 @@ class PlanBuilder {
   void step(Stage stage, dnnl::primitive primitive, Args args, std::string impl);
   void param(Role role, const memory::desc& desc) { plan_.params.push_back(Tensor{role, 0, desc, -1, 0}); }
   const memory::desc& desc_of(std::size_t tensor) const { return plan_.tensors[tensor].desc; }
+  // The steps of one stage so far (a driver may put a step before those a shared helper added).
+  std::vector<Step>& stage_steps(Stage stage) { return plan_.stages[stage]; }
   OpPlan take() { return std::move(plan_); }
 
  private:
@@ -43,6 +45,12 @@ memory::dim pad_r(memory::dim in, memory::dim out, memory::dim kernel, memory::d
 void share_workspace(PlanBuilder& b, const memory::desc& workspace, Args& fwd, Args& bwd);
 // Channel block of BLOCKED activations on this ISA (16 with AVX-512, else 8).
 memory::dim channel_block();
+// A sequence tensor [batch, hidden, seq, 1] as PyTorch holds it, token-major: plain {batch x seq, hidden}.
+memory::desc tokens_md(const models::Shape& s);
+// The inner products of a row linear map: {tokens, in} src to {tokens, out} (written as `dst_role`),
+// weights [out, in] (+ bias); forward, backward data (when the problem asks) and backward weights.
+void add_token_matmuls(PlanBuilder& b, const memory::desc& src_plain, memory::dim out, bool has_bias,
+                       Role dst_role = Role::DST);
 
 // One driver per op kind (one file each under calibrate/ops/).
 void build_conv(PlanBuilder& b);
@@ -55,5 +63,15 @@ void build_softmax_loss(PlanBuilder& b);
 void build_add(PlanBuilder& b);
 void build_concat(PlanBuilder& b);
 void build_dropout(PlanBuilder& b);
+// Row (transformer) ops, one file each; a row without a driver is left to the device model.
+void build_linear(PlanBuilder& b);
+void build_lm_head(PlanBuilder& b);
+void build_layer_norm(PlanBuilder& b);
+void build_attention(PlanBuilder& b);
+bool supports_attention(const models::Layer& layer);  // multi-head only
+void build_gelu(PlanBuilder& b);
+void build_swiglu(PlanBuilder& b);
+void build_residual_add(PlanBuilder& b);
+void build_hidden_dropout(PlanBuilder& b);
 
 }  // namespace dtsim::ops::detail

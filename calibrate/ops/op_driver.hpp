@@ -27,6 +27,7 @@ enum class Role {
   SCALE, SHIFT, DIFF_SCALE, DIFF_SHIFT,
   MEAN, VARIANCE, RUNNING_MEAN, RUNNING_VARIANCE,
   WORKSPACE, MASK, TARGET,
+  ATTN_MASK,  // attention's additive causal mask [1, 1, s, s]: 0 on and below the diagonal, large negative above
 };
 
 struct Tensor {
@@ -64,10 +65,15 @@ struct Problem {
 // Builds the plan of `problem.layer`. Throws InputError for a kind without a driver and dnnl::error
 // when oneDNN cannot create a primitive.
 OpPlan build_op(const dnnl::engine& engine, const Problem& problem);
-// True when `op` has a driver (every kind with a training pass except flatten and input).
+// True when `op` has a driver (every kind with a training pass except flatten and input; ROW: see below).
 bool has_driver(models::OpKind op);
-// The op names that have a driver, in table order.
+// True when `layer` has a driver: its kind's, or for a row op the row's (linear, lm_head, layer_norm,
+// attention (multi-head), gelu, swiglu, residual_add, hidden_dropout).
+bool has_driver(const models::Layer& layer);
+// The op names that have a driver, in table order (row ops after the kinds).
 std::vector<std::string> driver_names();
+// Fills an ATTN_MASK tensor of `plan` (its memory in `memories`, from bind()) with the causal mask.
+void fill_causal_mask(const OpPlan& plan, std::vector<dnnl::memory>& memories);
 
 // Memory for every tensor of `plan`: views alias their base tensor; every other tensor gets make(tensor).
 // Keep the returned vector alive while the steps run: a base seen only through its views (the concat

@@ -6,6 +6,7 @@
 
 #include "calibrate/ops/driver_util.hpp"
 #include "common/errors.hpp"
+#include "models/op_rows.hpp"
 
 namespace dtsim::ops {
 namespace detail {
@@ -35,6 +36,33 @@ constexpr Driver DRIVERS[] = {
     {OpKind::DROPOUT, build_dropout},
 };
 
+// Row ops by row name (models/op_rows.hpp); `supports` narrows a row to the layers its driver builds.
+struct RowDriver {
+  std::string_view row;
+  void (*build)(PlanBuilder&);
+  bool (*supports)(const models::Layer&);
+};
+
+bool always(const models::Layer&) { return true; }
+
+const RowDriver ROW_DRIVERS[] = {
+    {"linear", build_linear, always},
+    {"lm_head", build_lm_head, always},
+    {"layer_norm", build_layer_norm, always},
+    {"attention", build_attention, supports_attention},
+    {"gelu", build_gelu, always},
+    {"swiglu", build_swiglu, always},
+    {"residual_add", build_residual_add, always},
+    {"hidden_dropout", build_hidden_dropout, always},
+};
+
+const RowDriver* row_driver_or_null(const models::Layer& layer) {
+  if (!layer.row) return nullptr;
+  for (const auto& d : ROW_DRIVERS)
+    if (d.row == layer.row->name) return &d;
+  return nullptr;
+}
+
 const Driver* driver_or_null(OpKind op) {
   const auto* it = std::find_if(std::begin(DRIVERS), std::end(DRIVERS), [op](const Driver& d) { return d.op == op; });
   return it == std::end(DRIVERS) ? nullptr : it;
@@ -60,6 +88,10 @@ void PlanBuilder::step(Stage stage, dnnl::primitive primitive, Args args, std::s
 }
 
 memory::dims dims4(const models::Shape& s) { return {s.n, s.c, s.h, s.w}; }
+
+memory::desc tokens_md(const models::Shape& s) {
+  return memory::desc({s.n * s.h, s.c}, memory::data_type::f32, memory::format_tag::ab);
+}
 
 memory::dim channel_block() {
   switch (dnnl::get_effective_cpu_isa()) {
@@ -94,6 +126,15 @@ void share_workspace(PlanBuilder& b, const memory::desc& workspace, Args& fwd, A
 }  // namespace detail
 
 OpPlan build_op(const dnnl::engine& engine, const Problem& problem) {
+  if (problem.layer->row) {
+    const auto* row = detail::row_driver_or_null(*problem.layer);
+    if (row == nullptr)
+      throw InputError(fmt::format("layer '{}': row op '{}' has no oneDNN driver (drivers: {})", problem.layer->name,
+                                   models::op_name(*problem.layer), fmt::join(driver_names(), ", ")));
+    detail::PlanBuilder b(engine, problem);
+    row->build(b);
+    return b.take();
+  }
   const auto* driver = detail::driver_or_null(problem.layer->op);
   if (driver == nullptr)
     throw InputError(fmt::format("layer '{}': op '{}' has no oneDNN driver (drivers: {})", problem.layer->name,
@@ -105,10 +146,30 @@ OpPlan build_op(const dnnl::engine& engine, const Problem& problem) {
 
 bool has_driver(models::OpKind op) { return detail::driver_or_null(op) != nullptr; }
 
+bool has_driver(const models::Layer& layer) {
+  if (!layer.row) return has_driver(layer.op);
+  const auto* row = detail::row_driver_or_null(layer);
+  return row != nullptr && row->supports(layer);
+}
+
 std::vector<std::string> driver_names() {
   std::vector<std::string> out;
   for (const auto& d : detail::DRIVERS) out.emplace_back(models::to_string(d.op));
+  for (const auto& d : detail::ROW_DRIVERS) out.emplace_back(d.row);
   return out;
+}
+
+void fill_causal_mask(const OpPlan& plan, std::vector<dnnl::memory>& memories) {
+  // Large and finite: exp() of it is 0 and no inf - inf arises (a fully masked row cannot occur).
+  constexpr float MASKED = -1e9f;
+  const int i = find(plan, Role::ATTN_MASK);
+  if (i < 0) return;
+  auto& m = memories[static_cast<std::size_t>(i)];
+  const auto dims = m.get_desc().dims();
+  const auto s = dims.back();
+  auto* p = static_cast<float*>(m.get_data_handle());
+  for (dnnl::memory::dim r = 0; r < s; ++r)
+    for (dnnl::memory::dim c = 0; c < s; ++c) p[r * s + c] = c <= r ? 0.f : MASKED;
 }
 
 std::vector<dnnl::memory> bind(const dnnl::engine& engine, const OpPlan& plan,

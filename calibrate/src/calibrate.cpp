@@ -16,6 +16,7 @@
 
 #include "calibrate/device_model.hpp"
 #include "calibrate/op_signature.hpp"
+#include "calibrate/ops/op_driver.hpp"
 #include "calibrate/src/calibration_loop.hpp"
 #include "calibrate/src/pass_entry.hpp"
 #include "calibrate/src/onednn_runner.hpp"
@@ -146,11 +147,6 @@ void run_calibration(const models::Model& model, const CalibrateOptions& options
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) {
     params += layer.costs.params;
-    // Transformer ops have no timing driver in any backend yet: say so rather than time nothing.
-    if (layer.row)
-      throw InputError(fmt::format("model '{}': no timing driver for op {} (layer '{}') yet; transformer ops are "
-                                   "costed from their FLOPs and bytes by the device model",
-                                   model.name(), models::op_name(layer), layer.name));
     if (!backend.times_layer(layer)) continue;
     const std::string sig = op_signature(layer);
     for (Pass pass : passes_of(layer)) {
@@ -293,7 +289,7 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) params += layer.costs.params;
   const CalibrationBackend onednn{
-      [](const models::Layer&) { return true; }, [threads] { omp_set_num_threads(threads); },
+      [](const models::Layer& layer) { return ops::has_driver(layer); }, [threads] { omp_set_num_threads(threads); },
       [&](const std::vector<const CalibrationItem*>& items) -> std::unique_ptr<TimedWindow> {
         return std::make_unique<OnednnWindow>(items, params, options.max_bytes);
       }};

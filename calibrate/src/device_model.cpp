@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "models/op_rows.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -48,6 +49,8 @@ constexpr double BEST_PERCENTILE = 0.9;
 
 std::string class_of_op_name(const std::string& op) {
   if (op == "sgd_momentum") return std::string(to_string(OpClass::UPDATE));
+  if (const models::OpRow* row = models::op_row_by_name_or_null(op))  // a transformer op: its row's class
+    return std::string(to_string(op_class_by_name_or_null(row->cost_class).value_or(OpClass::NONE)));
   auto kind = models::op_kind_by_name_or_null(op);
   return std::string(to_string(kind ? op_class_of(*kind) : OpClass::NONE));
 }

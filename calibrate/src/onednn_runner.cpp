@@ -175,16 +175,13 @@ OpRunner::OpRunner(const dnnl::engine& engine, std::int64_t params, std::int64_t
 
 OpRunner::OpRunner(const dnnl::engine& engine, const models::Layer& layer, std::int64_t max_bytes)
     : engine_(engine), max_bytes_(max_bytes) {
-  if (layer.row)
-    throw InputError(fmt::format("no oneDNN timing driver for op {} (layer '{}') yet: transformer ops are costed "
-                                 "from their FLOPs and bytes by the device model",
-                                 models::op_name(layer), layer.name));
-  if (!ops::has_driver(layer.op)) return;  // input, flatten: nothing to time
+  if (!ops::has_driver(layer)) return;  // input, flatten, rows without a driver: nothing to time
   const std::vector<Pass> passes = passes_of(layer);
   const bool need_bwd_data = std::count(passes.begin(), passes.end(), Pass::BWD_DATA) > 0;
   try {
     const ops::OpPlan plan = ops::build_op(engine_, {&layer, ops::Layout::BLOCKED, need_bwd_data, false});
     tensors_ = ops::bind(engine_, plan, [&](const ops::Tensor& t) { return make(t.desc); });
+    ops::fill_causal_mask(plan, tensors_);
     for (const auto& [stage, pass] : {std::pair{ops::Stage::FWD, Pass::FWD}, std::pair{ops::Stage::BWD_DATA, Pass::BWD_DATA},
                                       std::pair{ops::Stage::BWD_WEIGHTS, Pass::BWD_WEIGHTS}}) {
       auto it = plan.stages.find(stage);
@@ -192,7 +189,7 @@ OpRunner::OpRunner(const dnnl::engine& engine, const models::Layer& layer, std::
       for (const auto& step : it->second) add(pass, step.primitive, ops::args_of(step, tensors_), step.impl);
     }
   } catch (const dnnl::error& e) {
-    throw Failure(fmt::format("oneDNN could not build layer '{}' ({}): {}", layer.name, models::to_string(layer.op),
+    throw Failure(fmt::format("oneDNN could not build layer '{}' ({}): {}", layer.name, models::op_name(layer),
                               e.what()));
   }
   // Run the forward pass once so that workspaces, means and variances hold what backward expects.

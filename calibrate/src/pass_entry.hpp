@@ -25,7 +25,7 @@ inline PassEntry timed_entry(const TimingResult& r, const models::Layer* layer, 
   entry.flops = work.flops;
   entry.bytes = work.bytes;
   entry.impl = std::move(impl);
-  entry.op = layer ? std::string(models::to_string(layer->op)) : "sgd_momentum";
+  entry.op = layer ? std::string(models::op_name(*layer)) : "sgd_momentum";
   return entry;
 }
 

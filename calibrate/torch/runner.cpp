@@ -104,7 +104,7 @@ class UpdateRunner {
  public:
   explicit UpdateRunner(const models::Model& model) {
     for (const auto& layer : model.layers()) {
-      if (layer.costs.params == 0 || !torch_ops::has_torch_driver(layer.op)) continue;
+      if (layer.costs.params == 0 || !torch_ops::has_torch_driver(layer)) continue;
       for (const auto& p : torch_ops::build_torch_op(layer).parameters()) {
         at::Tensor w = p.detach().clone().requires_grad_(true);
         w.mutable_grad() = at::ones_like(w).mul_(1e-3);
@@ -187,7 +187,7 @@ CalibrateSummary calibrate_model_libtorch(const models::Model& model, const Cali
   summary.host_key = host.key();
 
   const CalibrationBackend libtorch{
-      [](const models::Layer& layer) { return torch_ops::has_torch_driver(layer.op); },
+      [](const models::Layer& layer) { return torch_ops::has_torch_driver(layer); },
       [threads] { at::set_num_threads(threads); },
       [&model](const std::vector<const CalibrationItem*>& items) -> std::unique_ptr<TimedWindow> {
         return std::make_unique<TorchWindow>(items, model);

@@ -32,6 +32,9 @@ struct TorchOp {
 TorchOp build_torch_op(const models::Layer& layer);
 // True when `op` has a libtorch driver (every kind with a training pass except flatten and input).
 bool has_torch_driver(models::OpKind op);
+// True when `layer` has a driver: its kind's, or for a row (transformer) op its row's (every row but
+// rotary, moe_router, moe_experts, patch_embed and cls_head).
+bool has_torch_driver(const models::Layer& layer);
 // The op names that have a driver, in table order.
 std::vector<std::string> torch_driver_names();
 

@@ -10,8 +10,12 @@
 
 #include "calibrate/calibrate.hpp"
 #include "calibrate/device_model.hpp"
+#include "calibrate/op_signature.hpp"
 #include "calibrate/profile.hpp"
 #include "common/errors.hpp"
+#include "models/op_rows.hpp"
+#include "models/zoo.hpp"
+#include "platforms/device.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace {
@@ -214,5 +218,45 @@ TEST_CASE("calibrate::Calibrate: co-run copies are timed under their own host ke
     REQUIRE(db.host_or_null(s.host_key) != nullptr);
     CHECK(db.host_or_null(s.host_key)->instances == 2);
   }
+  std::remove(db_path.c_str());
+}
+
+TEST_CASE("calibrate::Calibrate: a GPT's transformer rows are timed by their oneDNN drivers and a same-machine profile "
+          "uses those entries", "[calibrate]") {
+  const std::string db_path = temp_path("gpt.json");
+  std::remove(db_path.c_str());
+  models::ModelOptions mo;
+  mo.batch = 1;
+  mo.seq_len = 8;
+  const auto m = models::load_model(std::string(DTSIM_SOURCE_DIR) + "/models/examples/hf/gpt-tiny/config.json", mo);
+  const auto summary = calibrate::calibrate_model(m, fast_options(db_path));
+  CHECK(summary.timed == summary.items);
+  const auto db = calibrate::CalibrationDb::load(db_path);
+  int rows_timed = 0;
+  for (const auto& l : m.layers()) {
+    if (!l.row) continue;
+    INFO(l.name);
+    const auto* e = db.find(summary.host_key, calibrate::op_signature(l), "fwd");
+    // Every row of this GPT has a oneDNN driver but the embedding (a gather: none in oneDNN 2.6).
+    CHECK((e != nullptr) == (l.row->name != "embedding"));
+    if (e) {
+      ++rows_timed;
+      CHECK(e->op == std::string(l.row->name));
+      CHECK_FALSE(e->impl.empty());
+    }
+  }
+  CHECK(rows_timed > 10);
+  calibrate::ProfileOptions po;
+  po.db_path = db_path;
+  po.threads = 1;
+  const auto prof = calibrate::build_profile(m, platforms::DeviceCatalog::builtin().by_name("host"), po);
+  CHECK(prof.same_machine);
+  for (const auto& t : prof.layers) {
+    INFO(t.name);
+    CHECK(t.measured == (t.op != "embedding"));
+  }
+  CHECK(prof.coverage > 0.5);
+  CHECK(prof.coverage < 1.0);
+  CHECK(calibrate::describe_sources(prof).find("measured on this machine") != std::string::npos);
   std::remove(db_path.c_str());
 }

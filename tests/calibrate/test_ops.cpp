@@ -11,6 +11,8 @@
 
 #include "calibrate/ops/op_driver.hpp"
 #include "common/errors.hpp"
+#include "models/op_rows.hpp"
+#include "models/zoo.hpp"
 
 namespace {
 
@@ -77,6 +79,9 @@ class Harness {
     stream_.wait();
     return v;
   }
+  memory::dims dims(Role role, int index = 0) const {
+    return plan_.tensors[static_cast<std::size_t>(dtsim::ops::find(plan_, role, index))].desc.dims();
+  }
   // Elements of a dense tensor.
   std::int64_t elements(Role role, int index = 0) const {
     const auto& t = plan_.tensors[static_cast<std::size_t>(dtsim::ops::find(plan_, role, index))];
@@ -96,10 +101,24 @@ class Harness {
 
 using Reference = std::function<Values(const std::vector<Values>& srcs, const std::vector<Values>& params)>;
 
+// True for the ops whose backward accumulates diff_dst into input 0's gradient (add, residual_add).
+bool accumulates(const Layer& layer) {
+  return layer.op == OpKind::ADD || (layer.row != nullptr && layer.row->name == "residual_add");
+}
+
+// The causal mask attention adds to its scores, [s, s]: 0 on and below the diagonal, -1e9 above.
+Values causal_mask(std::int64_t s) {
+  Values m(static_cast<std::size_t>(s * s));
+  for (std::int64_t r = 0; r < s; ++r)
+    for (std::int64_t c = 0; c < s; ++c) m[static_cast<std::size_t>(r * s + c)] = c <= r ? 0.f : -1e9f;
+  return m;
+}
+
 // Checks one layer in one layout: forward against `reference`, then diff_src of every input and the
 // gradient of every parameter against central differences of L = sum(dst * r) (r random, = diff_dst).
 void check_op(const Layer& layer, Layout layout, const Reference& reference) {
   Harness h(layer, layout);
+  if (h.has(Role::ATTN_MASK)) h.set(Role::ATTN_MASK, causal_mask(h.dims(Role::ATTN_MASK).back()));
   std::vector<Values> srcs, params;
   for (std::size_t k = 0; k < layer.src_shapes.size(); ++k) {
     srcs.push_back(distinct(layer.src_shapes[k].elements(), 11 + k));
@@ -132,7 +151,7 @@ void check_op(const Layer& layer, Layout layout, const Reference& reference) {
 
   const Values r = distinct(static_cast<std::int64_t>(dst.size()), 3);
   h.set(Role::DIFF_DST, r);
-  if (layer.op == OpKind::ADD) h.set(Role::DIFF_SRC, Values(r.size(), 0.f), 0);  // the accumulator starts empty
+  if (accumulates(layer)) h.set(Role::DIFF_SRC, Values(r.size(), 0.f), 0);  // the accumulator starts empty
   if (h.plan().stages.count(Stage::BWD_WEIGHTS)) h.run(Stage::BWD_WEIGHTS);
   h.run(Stage::BWD_DATA);
   const auto loss = [&](const std::vector<Values>& s, const std::vector<Values>& p) {
@@ -150,7 +169,7 @@ void check_op(const Layer& layer, Layout layout, const Reference& reference) {
     }
   };
   // diff_src: for add, only input 0 receives the accumulated gradient (the others get diff_dst as it is).
-  const std::size_t inputs = layer.op == OpKind::ADD ? 1 : srcs.size();
+  const std::size_t inputs = accumulates(layer) ? 1 : srcs.size();
   std::vector<Values> grads;
   for (std::size_t k = 0; k < inputs; ++k) grads.push_back(h.get(Role::DIFF_SRC, static_cast<int>(k)));
   std::vector<Values> param_grads;
@@ -480,4 +499,222 @@ TEST_CASE("ops::registry: every op kind with a training pass has a driver, other
   const Layer flatten = layer_of(OpKind::FLATTEN, {{2, 3, 1, 1}}, {2, 3, 1, 1});
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   CHECK_THROWS_AS(dtsim::ops::build_op(engine, {&flatten, Layout::BLOCKED, true, false}), dtsim::InputError);
+}
+
+// --- row (transformer) ops: token-major {batch x seq, features} tensors ---------------------------------
+
+namespace {
+
+Layer row_layer(std::string_view row, std::vector<Shape> srcs, Shape dst, dtsim::models::SeqParams p = {}) {
+  Layer l;
+  l.name = std::string(row);
+  l.op = OpKind::ROW;
+  l.row = dtsim::models::op_row_by_name_or_null(row);
+  REQUIRE(l.row != nullptr);
+  l.params.seq = p;
+  l.src_shapes = std::move(srcs);
+  l.dst_shape = dst;
+  l.needs_data_grad = true;
+  return l;
+}
+
+std::size_t tok(std::int64_t token, std::int64_t channels, std::int64_t c) {
+  return static_cast<std::size_t>(token * channels + c);
+}
+
+}  // namespace
+
+TEST_CASE("ops::linear: forward, backward data and weights over batch x sequence rows match a naive loop and "
+          "finite differences", "[calibrate]") {
+  for (bool bias : {true, false}) {
+    dtsim::models::SeqParams p;
+    p.out_features = 3;
+    p.bias = bias;
+    const Shape s{2, 4, 3, 1}, d{2, 3, 3, 1};
+    check_op(row_layer("linear", {s}, d, p), Layout::BLOCKED, [&](const std::vector<Values>& x, const std::vector<Values>& w) {
+      Values y(static_cast<std::size_t>(d.elements()));
+      for (std::int64_t t = 0; t < s.n * s.h; ++t)
+        for (std::int64_t o = 0; o < 3; ++o) {
+          double acc = bias ? w[1][static_cast<std::size_t>(o)] : 0.0;
+          for (std::int64_t i = 0; i < s.c; ++i) acc += static_cast<double>(x[0][tok(t, s.c, i)]) * w[0][tok(o, s.c, i)];
+          y[tok(t, 3, o)] = static_cast<float>(acc);
+        }
+      return y;
+    });
+  }
+}
+
+TEST_CASE("ops::layer_norm: forward, backward data and scale/shift over each token match a naive loop and finite "
+          "differences", "[calibrate]") {
+  for (bool bias : {true, false}) {
+    dtsim::models::SeqParams p;
+    p.bias = bias;
+    const Shape s{2, 5, 3, 1};
+    check_op(row_layer("layer_norm", {s}, s, p), Layout::BLOCKED, [&](const std::vector<Values>& x, const std::vector<Values>& w) {
+      Values y(x[0].size());
+      for (std::int64_t t = 0; t < s.n * s.h; ++t) {
+        double mean = 0, var = 0;
+        for (std::int64_t c = 0; c < s.c; ++c) mean += x[0][tok(t, s.c, c)];
+        mean /= static_cast<double>(s.c);
+        for (std::int64_t c = 0; c < s.c; ++c) var += std::pow(x[0][tok(t, s.c, c)] - mean, 2);
+        var /= static_cast<double>(s.c);
+        for (std::int64_t c = 0; c < s.c; ++c)
+          y[tok(t, s.c, c)] = static_cast<float>(w[0][static_cast<std::size_t>(c)] * (x[0][tok(t, s.c, c)] - mean) /
+                                                     std::sqrt(var + 1e-5) +
+                                                 (bias ? w[1][static_cast<std::size_t>(c)] : 0.f));
+      }
+      return y;
+    });
+  }
+}
+
+TEST_CASE("ops::attention: softmax(Q K^T / sqrt(d) + causal mask) V of a fused QKV tensor, with and without dropout, "
+          "matches a naive loop and finite differences", "[calibrate]") {
+  for (const bool causal : {true, false})
+    for (const double dropout : {0.0, 0.1}) {
+      dtsim::models::SeqParams p;
+      p.heads = 2;
+      p.causal = causal;
+      p.dropout = dropout;
+      const std::int64_t B = 2, S = 3, A = 2, D = 2, H = A * D, C = 3 * H;
+      const Shape s{B, C, S, 1}, d{B, H, S, 1};
+      INFO("causal " << causal << ", dropout " << dropout);
+      check_op(row_layer("attention", {s}, d, p), Layout::BLOCKED, [&](const std::vector<Values>& x, const std::vector<Values>& m) {
+        Values y(static_cast<std::size_t>(d.elements()));
+        for (std::int64_t b = 0; b < B; ++b)
+          for (std::int64_t a = 0; a < A; ++a)
+            for (std::int64_t i = 0; i < S; ++i) {
+              std::vector<double> w(static_cast<std::size_t>(S));
+              double top = -1e300, z = 0;
+              for (std::int64_t j = 0; j < S; ++j) {
+                double acc = 0;
+                for (std::int64_t e = 0; e < D; ++e)
+                  acc += static_cast<double>(x[0][tok(b * S + i, C, a * D + e)]) * x[0][tok(b * S + j, C, H + a * D + e)];
+                w[static_cast<std::size_t>(j)] = acc / std::sqrt(static_cast<double>(D)) + (causal && j > i ? -1e9 : 0.0);
+                top = std::max(top, w[static_cast<std::size_t>(j)]);
+              }
+              for (auto& v : w) z += v = std::exp(v - top);
+              for (std::int64_t e = 0; e < D; ++e) {
+                double acc = 0;
+                for (std::int64_t j = 0; j < S; ++j) {
+                  const double keep = dropout > 0 ? m[0][static_cast<std::size_t>(((b * A + a) * S + i) * S + j)] : 1.0;
+                  acc += w[static_cast<std::size_t>(j)] / z * keep * x[0][tok(b * S + j, C, 2 * H + a * D + e)];
+                }
+                y[tok(b * S + i, H, a * D + e)] = static_cast<float>(acc);
+              }
+            }
+        return y;
+      });
+    }
+}
+
+TEST_CASE("ops::gelu, swiglu, residual_add and hidden_dropout rows: forward and backward match a naive loop and "
+          "finite differences", "[calibrate]") {
+  const Shape s{2, 4, 3, 1};
+  check_op(row_layer("gelu", {s}, s), Layout::BLOCKED, [&](const std::vector<Values>& x, const std::vector<Values>&) {
+    Values y(x[0].size());
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const double v = x[0][i];
+      y[i] = static_cast<float>(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    }
+    return y;
+  });
+  const Shape half{2, 2, 3, 1};
+  check_op(row_layer("swiglu", {s}, half), Layout::BLOCKED, [&](const std::vector<Values>& x, const std::vector<Values>&) {
+    Values y(static_cast<std::size_t>(half.elements()));
+    for (std::int64_t t = 0; t < s.n * s.h; ++t)
+      for (std::int64_t c = 0; c < 2; ++c) {
+        const double g = x[0][tok(t, 4, c)], u = x[0][tok(t, 4, 2 + c)];
+        y[tok(t, 2, c)] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+      }
+    return y;
+  });
+  check_op(row_layer("residual_add", {s, s}, s), Layout::BLOCKED, [&](const std::vector<Values>& x, const std::vector<Values>&) {
+    Values y(x[0].size());
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] + x[1][i];
+    return y;
+  });
+  dtsim::models::SeqParams p;
+  p.dropout = 0.1;
+  check_op(row_layer("hidden_dropout", {s}, s, p), Layout::BLOCKED, [&](const std::vector<Values>& x, const std::vector<Values>& m) {
+    Values y(x[0].size());
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] * m[0][i];
+    return y;
+  });
+}
+
+TEST_CASE("ops::lm_head: logits and softmax forward; backward is the mean cross-entropy's gradient through the "
+          "vocabulary projection", "[calibrate]") {
+  dtsim::models::SeqParams p;
+  p.vocab = 5;
+  p.tied = true;
+  const Shape s{2, 3, 2, 1}, d{2, 5, 2, 1};
+  const std::int64_t T = 4, V = 5, Hd = 3;
+  Harness h(row_layer("lm_head", {s}, d, p), Layout::BLOCKED);
+  const Values x = distinct(T * Hd, 2), w = distinct(V * Hd, 3, 0.5f);
+  const std::vector<int> labels{1, 4, 0, 2};
+  Values target(static_cast<std::size_t>(T * V), 0.f);
+  for (std::size_t t = 0; t < labels.size(); ++t) target[t * V + static_cast<std::size_t>(labels[t])] = 1.f;
+  const auto mean_ce = [&](const Values& src, const Values& wei) {
+    h.set(Role::SRC, src);
+    h.set(Role::WEIGHTS, wei);
+    h.run(Stage::FWD);
+    const Values probs = h.get(Role::DST);
+    double loss = 0;
+    for (std::size_t t = 0; t < labels.size(); ++t) loss -= std::log(probs[t * V + static_cast<std::size_t>(labels[t])]);
+    return loss / static_cast<double>(T);
+  };
+  mean_ce(x, w);
+  const Values probs = h.get(Role::DST);
+  for (std::int64_t t = 0; t < T; ++t) {
+    std::vector<double> z(static_cast<std::size_t>(V));
+    double sum = 0;
+    for (std::int64_t v = 0; v < V; ++v) {
+      for (std::int64_t c = 0; c < Hd; ++c) z[static_cast<std::size_t>(v)] += static_cast<double>(x[tok(t, Hd, c)]) * w[tok(v, Hd, c)];
+      sum += std::exp(z[static_cast<std::size_t>(v)]);
+    }
+    for (std::int64_t v = 0; v < V; ++v) CHECK(probs[tok(t, V, v)] == Approx(std::exp(z[static_cast<std::size_t>(v)]) / sum).epsilon(1e-4));
+  }
+  h.set(Role::TARGET, target);
+  h.run(Stage::BWD_DATA);
+  h.run(Stage::BWD_WEIGHTS);
+  const Values dx = h.get(Role::DIFF_SRC), dw = h.get(Role::DIFF_WEIGHTS);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    Values up = x, down = x;
+    up[i] += 1e-2f;
+    down[i] -= 1e-2f;
+    INFO("diff_src " << i);
+    CHECK(dx[i] == Approx((mean_ce(up, w) - mean_ce(down, w)) / 2e-2).margin(2e-3).epsilon(2e-2));
+  }
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    Values up = w, down = w;
+    up[i] += 1e-2f;
+    down[i] -= 1e-2f;
+    INFO("diff_weights " << i);
+    CHECK(dw[i] == Approx((mean_ce(x, up) - mean_ce(x, down)) / 2e-2).margin(2e-3).epsilon(2e-2));
+  }
+}
+
+TEST_CASE("ops::registry: GPT-2's rows have drivers; grouped-query attention and rows without one are clear errors",
+          "[calibrate]") {
+  const auto m = dtsim::models::load_model("gpt2", [] {
+    dtsim::models::ModelOptions o;
+    o.seq_len = 8;
+    return o;
+  }());
+  for (const auto& l : m.layers()) {
+    if (!l.row) continue;
+    INFO(l.name);
+    CHECK(dtsim::ops::has_driver(l) == (l.row->name != "embedding"));
+  }
+  dtsim::models::SeqParams p;
+  p.heads = 4;
+  p.kv_heads = 2;
+  const Layer gqa = row_layer("attention", {{1, 16, 3, 1}}, {1, 8, 3, 1}, p);
+  CHECK_FALSE(dtsim::ops::has_driver(gqa));
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  CHECK_THROWS_AS(dtsim::ops::build_op(engine, {&gqa, Layout::BLOCKED, true, false}), dtsim::InputError);
+  const Layer rotary = row_layer("rotary", {{1, 24, 3, 1}}, {1, 24, 3, 1}, p);
+  CHECK_FALSE(dtsim::ops::has_driver(rotary));
+  CHECK_THROWS_AS(dtsim::ops::build_op(engine, {&rotary, Layout::BLOCKED, true, false}), dtsim::InputError);
 }

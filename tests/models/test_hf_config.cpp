@@ -35,6 +35,8 @@ TEST_CASE("models::HfConfig: shipped config.json files give the Hugging Face par
       {"vit-base-patch16-224", 86'567'656},
       // BertModel 109,482,240 + masked-LM head 622,650 + next-sentence classifier 1,538.
       {"bert-base-uncased", 110'106'428},
+      // dtsim validate's small GPT: the count torch gives validate/pytorch/train.py's model of the same file.
+      {"gpt-tiny", 675'328},
   };
   for (const auto& [folder, params] : counts) {
     INFO(folder);

@@ -9,6 +9,8 @@
 #include "calibrate/op_signature.hpp"
 #include "calibrate/torch/torch_ops.hpp"
 #include "common/errors.hpp"
+#include "models/op_rows.hpp"
+#include "models/transformer.hpp"
 #include "models/zoo.hpp"
 
 namespace {
@@ -59,9 +61,58 @@ TEST_CASE("torch::TorchOp: every zoo op's module has the layer's parameter count
       }
     }
   }
-  // Every driver was exercised.
+  // Every driver of a kind was exercised (row drivers: the next test).
   for (const auto& name : torch_ops::torch_driver_names()) {
+    if (!models::op_kind_by_name_or_null(name)) continue;
     INFO("op " << name);
+    CHECK(seen_ops.count(name) == 1);
+  }
+}
+
+TEST_CASE("torch::TorchOp: every transformer row of small GPT and Llama models has its layer's parameters and "
+          "token-major output shape", "[torch]") {
+  std::set<std::string> seen_ops;
+  std::vector<models::Model> models_;
+  for (const auto family : {models::TransformerFamily::GPT, models::TransformerFamily::LLAMA}) {
+    models::TransformerConfig c;
+    c.name = family == models::TransformerFamily::GPT ? "tiny_gpt" : "tiny_llama";
+    c.family = family;
+    c.vocab = 50;
+    c.hidden = 16;
+    c.layers = 1;
+    c.heads = 4;
+    c.kv_heads = family == models::TransformerFamily::LLAMA ? 2 : 0;
+    c.ffn = 24;
+    c.positions = family == models::TransformerFamily::GPT ? 12 : 0;
+    c.default_seq = 6;
+    c.tied = family == models::TransformerFamily::GPT;
+    c.hidden_dropout = c.attention_dropout = family == models::TransformerFamily::GPT ? 0.1 : 0.0;
+    models::ModelOptions o;
+    o.batch = 2;
+    models_.push_back(models::build_transformer(c, o));
+  }
+  for (const auto& model : models_)
+    for (const auto& layer : model.layers()) {
+      if (!layer.row || !torch_ops::has_torch_driver(layer)) continue;
+      seen_ops.insert(std::string(models::op_name(layer)));
+      INFO(model.name() << " layer " << layer.name);
+      torch_ops::TorchOp op = torch_ops::build_torch_op(layer);
+      const bool tied_head = layer.row->name == "lm_head" && layer.params.seq.tied;
+      // A tied head computes the gradient of the embedding's [vocab, hidden] table: a parameter here, none in dtsim.
+      CHECK(op.parameter_count() == (tied_head ? layer.params.seq.vocab * layer.src_shapes.front().c : layer.costs.params));
+      at::Tensor dst = op.forward(op.srcs);
+      if (layer.row->name == "lm_head") CHECK(dst.dim() == 0);  // the mean cross-entropy
+      else CHECK(dst.sizes().vec() == (std::vector<std::int64_t>{layer.dst_shape.n, layer.dst_shape.h, layer.dst_shape.c}));
+      if (layer.row->name == "embedding") continue;  // token ids: no input gradient
+      for (auto& s : op.srcs) s.requires_grad_(true);
+      dst = op.forward(op.srcs);
+      dst.backward(at::ones_like(dst));
+      for (const auto& s : op.srcs) CHECK(s.grad().sizes() == s.sizes());
+      for (auto& s : op.srcs) s.requires_grad_(false);
+    }
+  for (const auto& name : torch_ops::torch_driver_names()) {
+    if (models::op_kind_by_name_or_null(name)) continue;
+    INFO("row " << name);
     CHECK(seen_ops.count(name) == 1);
   }
 }

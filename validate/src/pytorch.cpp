@@ -58,7 +58,7 @@ void write_layer_table(const models::Model& model, const std::string& path) {
   for (const auto& l : model.layers()) {
     if (l.op == models::OpKind::INPUT) continue;
     layers.push_back({{"name", l.name},
-                      {"op", std::string(models::to_string(l.op))},
+                      {"op", std::string(models::op_name(l))},
                       {"params", l.costs.params},
                       {"dst", {l.dst_shape.n, l.dst_shape.c, l.dst_shape.h, l.dst_shape.w}}});
   }
@@ -101,10 +101,17 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
   report.options = options;
   models::ModelOptions mo;
   mo.batch = options.batch;
-  mo.input_h = mo.input_w = options.side;
-  mo.channels = options.channels;
-  mo.classes = CLASSES;
+  const bool language = is_language_model(options.model);
+  if (language) {
+    mo.seq_len = options.seq_len;
+  } else {
+    mo.input_h = mo.input_w = options.side;
+    mo.channels = options.channels;
+    mo.classes = CLASSES;
+  }
   const auto model = models::load_model(options.model, mo);
+  // The trainer is told the sequence the model was built for (the config's n_positions when 0).
+  const std::int64_t seq_len = language ? model.input_shape().h : 0;
   const std::string layers_path = dir + "/dtsim-layers.json";
   write_layer_table(model, layers_path);
 
@@ -123,7 +130,8 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     run_trainer({"--model", options.model, "--procs", std::to_string(r), "--threads", std::to_string(options.threads),
                  "--batch", std::to_string(options.batch), "--iterations", std::to_string(options.iterations),
                  "--warmup", std::to_string(options.warmup), "--data", options.data, "--side",
-                 std::to_string(options.side), "--channels", std::to_string(options.channels), "--bucket-cap-mb",
+                 std::to_string(options.side), "--channels", std::to_string(options.channels), "--seq-len",
+                 std::to_string(seq_len), "--bucket-cap-mb",
                  fmt::format("{}", bucket_mb), "--check-model", layers_path, "--out", out},
                 options.timeout_s, fmt::format("training ({} process(es))", r));
     ValidationRow row;

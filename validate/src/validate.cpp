@@ -39,6 +39,9 @@ constexpr int CLASSES = 10;
 constexpr int CALIBRATION_MAX_BLOCKS = 5;
 constexpr double CALIBRATION_MIN_BLOCK_S = 0.02;
 
+// Longest sequence the PyTorch trainer is asked for (the config's n_positions bounds it further).
+constexpr int MAX_SEQ_LEN = 1 << 16;
+
 void check_options(const ValidateOptions& o) {
   if (o.ranks.empty()) throw InputError("--ranks: expected a list like 1,2");
   for (int r : o.ranks)
@@ -60,9 +63,17 @@ void check_options(const ValidateOptions& o) {
   if (!(o.timeout_s > 0)) throw InputError(fmt::format("--timeout: expected > 0 seconds, got {}", o.timeout_s));
   if (o.framework != "dtsim" && o.framework != "pytorch")
     throw InputError(fmt::format("--framework: expected dtsim or pytorch, got '{}'", o.framework));
+  if (o.seq_len < 0 || o.seq_len > MAX_SEQ_LEN)
+    throw InputError(fmt::format("--seq-len: expected 0..{} (0 = the config's n_positions), got {}", MAX_SEQ_LEN, o.seq_len));
+  if (o.seq_len > 0 && !(o.framework == "pytorch" && is_language_model(o.model)))
+    throw InputError("--seq-len: only a language model (--framework pytorch --model path/config.json) takes a sequence length");
   if (o.framework == "pytorch") {
-    if (o.model != "lenet5" && o.model != "resnet18")
-      throw InputError(fmt::format("--model: the PyTorch trainer has lenet5 and resnet18, got '{}'", o.model));
+    if (o.model != "lenet5" && o.model != "resnet18" && !is_language_model(o.model))
+      throw InputError(fmt::format(
+          "--model: the PyTorch trainer has lenet5 and resnet18, or a GPT-2 config.json (model_type gpt2), got '{}'",
+          o.model));
+    if (is_language_model(o.model) && o.data != "synthetic")
+      throw InputError("--data: a language model trains on synthetic token sequences: pass --data synthetic");
     if (o.strategy != "allreduce-ring")
       throw InputError("--strategy: the PyTorch trainer runs DistributedDataParallel (allreduce-ring) only");
     if (!o.overlap) throw InputError("--no-overlap: DistributedDataParallel always overlaps its buckets with backward");
@@ -106,6 +117,10 @@ platforms::Platform localhost_platform(const CommFit& fit, bool measured) {
   p.network.latency_s = p.node.intra.latency_s;
   p.network.source = "unused: single node";
   return p;
+}
+
+bool is_language_model(const std::string& model) {
+  return model.size() >= 5 && model.compare(model.size() - 5, 5, ".json") == 0;
 }
 
 ValidationReport run_validation(const ValidateOptions& options) {

@@ -43,5 +43,16 @@ TorchOp build_softmax_loss(const models::Layer& layer);
 TorchOp build_add(const models::Layer& layer);
 TorchOp build_concat(const models::Layer& layer);
 TorchOp build_dropout(const models::Layer& layer);
+// Row (transformer) ops, all in rows.cpp.
+TorchOp build_row_linear(const models::Layer& layer);
+TorchOp build_row_layer_norm(const models::Layer& layer);
+TorchOp build_row_rms_norm(const models::Layer& layer);
+TorchOp build_row_attention(const models::Layer& layer);
+TorchOp build_row_gelu(const models::Layer& layer);
+TorchOp build_row_swiglu(const models::Layer& layer);
+TorchOp build_row_residual_add(const models::Layer& layer);
+TorchOp build_row_hidden_dropout(const models::Layer& layer);
+TorchOp build_row_embedding(const models::Layer& layer);
+TorchOp build_row_lm_head(const models::Layer& layer);
 
 }  // namespace dtsim::torch_ops::detail

@@ -7,6 +7,7 @@
 
 #include "calibrate/torch/ops/driver_util.hpp"
 #include "common/errors.hpp"
+#include "models/op_rows.hpp"
 
 namespace dtsim::torch_ops {
 namespace detail {
@@ -35,6 +36,32 @@ constexpr Driver DRIVERS[] = {
     {OpKind::CONCAT, build_concat},
     {OpKind::DROPOUT, build_dropout},
 };
+
+// Row (transformer) ops by row name (models/op_rows.hpp).
+struct RowDriver {
+  std::string_view row;
+  TorchOp (*build)(const models::Layer&);
+};
+
+constexpr RowDriver ROW_DRIVERS[] = {
+    {"linear", build_row_linear},
+    {"lm_head", build_row_lm_head},
+    {"embedding", build_row_embedding},
+    {"layer_norm", build_row_layer_norm},
+    {"rms_norm", build_row_rms_norm},
+    {"attention", build_row_attention},
+    {"gelu", build_row_gelu},
+    {"swiglu", build_row_swiglu},
+    {"residual_add", build_row_residual_add},
+    {"hidden_dropout", build_row_hidden_dropout},
+};
+
+const RowDriver* row_driver_or_null(const models::Layer& layer) {
+  if (!layer.row) return nullptr;
+  for (const auto& d : ROW_DRIVERS)
+    if (d.row == layer.row->name) return &d;
+  return nullptr;
+}
 
 const Driver* driver_or_null(OpKind op) {
   const auto* it = std::find_if(std::begin(DRIVERS), std::end(DRIVERS), [op](const Driver& d) { return d.op == op; });
@@ -77,20 +104,26 @@ std::int64_t TorchOp::parameter_count() const {
 }
 
 TorchOp build_torch_op(const models::Layer& layer) {
-  const auto* driver = detail::driver_or_null(layer.op);
-  if (driver == nullptr)
+  const auto* driver = layer.row ? nullptr : detail::driver_or_null(layer.op);
+  const auto* row = detail::row_driver_or_null(layer);
+  if (driver == nullptr && row == nullptr)
     throw InputError(fmt::format("layer '{}': op '{}' has no libtorch driver (drivers: {})", layer.name,
                                  models::op_name(layer), fmt::join(torch_driver_names(), ", ")));
-  TorchOp op = driver->build(layer);
+  TorchOp op = row ? row->build(layer) : driver->build(layer);
   if (op.module) op.module->train();
   return op;
 }
 
 bool has_torch_driver(models::OpKind op) { return detail::driver_or_null(op) != nullptr; }
 
+bool has_torch_driver(const models::Layer& layer) {
+  return layer.row ? detail::row_driver_or_null(layer) != nullptr : has_torch_driver(layer.op);
+}
+
 std::vector<std::string> torch_driver_names() {
   std::vector<std::string> out;
   for (const auto& d : detail::DRIVERS) out.emplace_back(models::to_string(d.op));
+  for (const auto& d : detail::ROW_DRIVERS) out.emplace_back(d.row);
   return out;
 }
 
