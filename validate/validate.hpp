@@ -29,6 +29,9 @@ struct ValidateOptions {
   std::string work_dir;            // where reports go; empty = a fresh directory under /tmp
   int side = 28;                   // image side (pytorch only; Fashion-MNIST is resized when not 28)
   int channels = 1;                // image channels (pytorch only; gray replicated)
+  // The heap regime the trainer runs in and the libtorch calibration is timed in (pytorch only;
+  // calibrate/allocator.hpp); "" = the default, what a plain script gets (glibc).
+  std::string allocator;
 };
 
 // One timed phase: measured median over the kept iterations and the prediction (negative = none).
