@@ -81,7 +81,8 @@ void write_layer_table(const models::Model& model, const std::string& path) {
 // trainers).
 double median_minor_faults(const std::string& report_text) {
   std::vector<double> faults;
-  for (const auto& it : nlohmann::json::parse(report_text).at("iterations"))
+  const nlohmann::json report = nlohmann::json::parse(report_text);  // named: a temporary's member would dangle
+  for (const auto& it : report.at("iterations"))
     if (!it.value("warmup", false) && it.contains("minor_faults"))
       faults.push_back(it.at("minor_faults").get<double>());
   if (faults.empty()) return 0;
