@@ -21,13 +21,14 @@ void run_under_allocator(const calibrate::AllocatorRegime& regime, const char* f
   if (calibrate::allocator_loaded(regime)) return;
   std::error_code ec;
   if (!std::filesystem::exists(regime.preload, ec))
-    throw InputError(fmt::format("{} {}: {} is not installed (Debian package {}, scripts/install-deps.sh)", flag,
-                                 regime.name, regime.preload, regime.package));
+    throw InputError(fmt::format("{} {}: {} is not installed (Debian package {}, scripts/install-deps.sh)",
+                                 flag, regime.name, regime.preload, regime.package));
   const char* current = std::getenv("LD_PRELOAD");
   if (current != nullptr && std::string(current).find(regime.preload) != std::string::npos)
-    throw InputError(fmt::format("{} {}: LD_PRELOAD={} is set but malloc is not served by {} (another preloaded "
-                                 "library comes first?)",
-                                 flag, regime.name, current, regime.preload));
+    throw InputError(
+        fmt::format("{} {}: LD_PRELOAD={} is set but malloc is not served by {} (another preloaded "
+                    "library comes first?)",
+                    flag, regime.name, current, regime.preload));
   // The command line as this process got it: NUL-separated in /proc/self/cmdline.
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -42,7 +43,8 @@ void run_under_allocator(const calibrate::AllocatorRegime& regime, const char* f
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const std::string preload = current != nullptr && *current != '\0' ? regime.preload + ":" + current : regime.preload;
+  const std::string preload =
+      current != nullptr && *current != '\0' ? regime.preload + ":" + current : regime.preload;
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
   ::execv("/proc/self/exe", argv.data());
   throw Failure(fmt::format("{} {}: cannot restart dtsim with LD_PRELOAD={}: {}", flag, regime.name, preload,

@@ -86,10 +86,11 @@ int main(int argc, char** argv) {
   }
   const double fresh_s = median(fresh), resident_s = median(resident);
   const double fresh_cpu_s = median(fresh_cpu), resident_cpu_s = median(resident_cpu);
-  std::printf("region %zu MiB, %d thread(s), %d repeats, page %zu B, faults per page %.3f | wall: fresh %.3f, "
-              "resident %.3f, fault %.3f us/page | CPU: fresh %.3f, resident %.3f, fault %.3f us/page\n",
-              mib, threads, repeats, page, median(faults) / pages, fresh_s / pages * 1e6, resident_s / pages * 1e6,
-              (fresh_s - resident_s) / pages * 1e6, fresh_cpu_s / pages * 1e6, resident_cpu_s / pages * 1e6,
-              (fresh_cpu_s - resident_cpu_s) / pages * 1e6);
+  std::printf(
+      "region %zu MiB, %d thread(s), %d repeats, page %zu B, faults per page %.3f | wall: fresh %.3f, "
+      "resident %.3f, fault %.3f us/page | CPU: fresh %.3f, resident %.3f, fault %.3f us/page\n",
+      mib, threads, repeats, page, median(faults) / pages, fresh_s / pages * 1e6, resident_s / pages * 1e6,
+      (fresh_s - resident_s) / pages * 1e6, fresh_cpu_s / pages * 1e6, resident_cpu_s / pages * 1e6,
+      (fresh_cpu_s - resident_cpu_s) / pages * 1e6);
   return 0;
 }

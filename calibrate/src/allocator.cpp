@@ -21,21 +21,30 @@ constexpr const char* TCMALLOC_SO = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minim
 std::vector<AllocatorRegime> make_regimes() {
   return {
       {"glibc",
-       "glibc malloc with its defaults, what a plain script gets: a block above the dynamic mmap threshold is "
+       "glibc malloc with its defaults, what a plain script gets: a block above the dynamic mmap threshold "
+       "is "
        "mapped, faulted in and unmapped every time it is allocated",
        {},
        "",
        ""},
       {"glibc-held",
-       "glibc malloc held steady (MALLOC_MMAP_THRESHOLD_=32 MiB, MALLOC_TRIM_THRESHOLD_=64 MiB): blocks up to "
+       "glibc malloc held steady (MALLOC_MMAP_THRESHOLD_=32 MiB, MALLOC_TRIM_THRESHOLD_=64 MiB): blocks up "
+       "to "
        "32 MiB reuse heap memory, no page faults in a step",
-       {{"MALLOC_MMAP_THRESHOLD_", GLIBC_HELD_MMAP_THRESHOLD_B}, {"MALLOC_TRIM_THRESHOLD_", GLIBC_HELD_TRIM_THRESHOLD_B}},
+       {{"MALLOC_MMAP_THRESHOLD_", GLIBC_HELD_MMAP_THRESHOLD_B},
+        {"MALLOC_TRIM_THRESHOLD_", GLIBC_HELD_TRIM_THRESHOLD_B}},
        "",
        ""},
-      {"jemalloc", "jemalloc 5.3 through LD_PRELOAD (Debian libjemalloc2)", {{"LD_PRELOAD", JEMALLOC_SO}}, JEMALLOC_SO,
+      {"jemalloc",
+       "jemalloc 5.3 through LD_PRELOAD (Debian libjemalloc2)",
+       {{"LD_PRELOAD", JEMALLOC_SO}},
+       JEMALLOC_SO,
        "libjemalloc2"},
-      {"tcmalloc", "tcmalloc 2.10 (gperftools, minimal) through LD_PRELOAD (Debian libtcmalloc-minimal4)",
-       {{"LD_PRELOAD", TCMALLOC_SO}}, TCMALLOC_SO, "libtcmalloc-minimal4"},
+      {"tcmalloc",
+       "tcmalloc 2.10 (gperftools, minimal) through LD_PRELOAD (Debian libtcmalloc-minimal4)",
+       {{"LD_PRELOAD", TCMALLOC_SO}},
+       TCMALLOC_SO,
+       "libtcmalloc-minimal4"},
   };
 }
 
@@ -60,12 +69,14 @@ std::string allocator_names() {
 
 const AllocatorRegime& allocator_by_name(const std::string& name, const std::string& what) {
   if (const AllocatorRegime* r = allocator_or_null(name)) return *r;
-  throw InputError(fmt::format("{}: unknown allocator '{}'; expected one of: {}", what, name, allocator_names()));
+  throw InputError(
+      fmt::format("{}: unknown allocator '{}'; expected one of: {}", what, name, allocator_names()));
 }
 
 std::string allocator_help() {
   std::string out;
-  for (const auto& r : allocator_regimes()) out += fmt::format("{}{}: {}", out.empty() ? "" : "\n", r.name, r.description);
+  for (const auto& r : allocator_regimes())
+    out += fmt::format("{}{}: {}", out.empty() ? "" : "\n", r.name, r.description);
   return out;
 }
 

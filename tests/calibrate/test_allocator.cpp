@@ -1,9 +1,8 @@
 // Tests of the allocator regimes (calibrate/allocator.hpp): the table, the database key of a libtorch host
 // timed in a regime, and the profile reading the calibration of the regime asked for.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -24,7 +23,8 @@ using namespace dtsim;
 using namespace dtsim::calibrate;
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("dtsim_alloc_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("dtsim_alloc_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 HostInfo torch_host(const std::string& allocator) {
@@ -56,7 +56,8 @@ void put_model(CalibrationDb& db, const HostInfo& host, const models::Model& mod
 
 }  // namespace
 
-TEST_CASE("calibrate::Allocator: the default is glibc, first in the table, and names are checked", "[calibrate]") {
+TEST_CASE("calibrate::Allocator: the default is glibc, first in the table, and names are checked",
+          "[calibrate]") {
   REQUIRE(!allocator_regimes().empty());
   CHECK(allocator_regimes().front().name == DEFAULT_ALLOCATOR);
   CHECK(allocator_by_name("glibc").env.empty());  // a plain script: nothing set
@@ -79,18 +80,21 @@ TEST_CASE("calibrate::Allocator: the default is glibc, first in the table, and n
     (void)allocator_by_name("ptmalloc", "--allocator");
     FAIL("no error");
   } catch (const InputError& e) {
-    CHECK(std::string(e.what()) == "--allocator: unknown allocator 'ptmalloc'; expected one of: " + allocator_names());
+    CHECK(std::string(e.what()) ==
+          "--allocator: unknown allocator 'ptmalloc'; expected one of: " + allocator_names());
   }
 }
 
-TEST_CASE("calibrate::Allocator: the glibc rows are always loaded, a preloaded one only when it serves malloc",
-          "[calibrate]") {
+TEST_CASE(
+    "calibrate::Allocator: the glibc rows are always loaded, a preloaded one only when it serves malloc",
+    "[calibrate]") {
   CHECK(allocator_loaded(allocator_by_name("glibc")));
   CHECK(allocator_loaded(allocator_by_name("glibc-held")));
   CHECK_FALSE(allocator_loaded(allocator_by_name("jemalloc")));  // this test is not run under LD_PRELOAD
 }
 
-TEST_CASE("calibrate::CalibrationDb: a libtorch host's heap regime is in its key and round-trips", "[calibrate]") {
+TEST_CASE("calibrate::CalibrationDb: a libtorch host's heap regime is in its key and round-trips",
+          "[calibrate]") {
   const std::string path = temp_path("keys.json");
   std::filesystem::remove(path);
   CalibrationDb db;
@@ -131,8 +135,9 @@ TEST_CASE("calibrate::CalibrationDb: a libtorch host's heap regime is in its key
   std::filesystem::remove(path);
 }
 
-TEST_CASE("calibrate::Profile: a libtorch profile takes its times from the calibration of the regime asked for",
-          "[calibrate]") {
+TEST_CASE(
+    "calibrate::Profile: a libtorch profile takes its times from the calibration of the regime asked for",
+    "[calibrate]") {
   const std::string path = temp_path("regimes.json");
   std::filesystem::remove(path);
   models::ModelOptions mo;
