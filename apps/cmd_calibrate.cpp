@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
+#include "apps/preload.hpp"
+#include "calibrate/allocator.hpp"
 #include "calibrate/calibrate.hpp"
 #include "calibrate/device_model.hpp"
 #include "calibrate/op_signature.hpp"
@@ -29,6 +31,7 @@ struct CalibrateArgs {
   int threads = 0;
   int instances = 1;
   std::string backend = "onednn";
+  std::string allocator;  // "" = the default regime (libtorch only)
   std::string db;
   bool quiet = false;
   bool unchecked = false;  // check only: no disturbance check, temporary database
@@ -88,6 +91,8 @@ void run_calibrate(const CalibrateArgs& a) {
   o.threads = a.threads;
   o.instances = a.instances;
   o.backend = a.backend;
+  o.allocator = a.allocator;
+  if (!a.allocator.empty() && a.backend == "libtorch") run_under_allocator(calibrate::allocator_by_name(a.allocator));
   o.db_path = a.db;
   if (!a.quiet) o.progress = show_progress;
   const auto s = calibrate::calibrate_model(m, o);
@@ -236,6 +241,9 @@ const CommandRegistrar registrar("calibrate", 30, [](CLI::App& root) {
                   "how busy neighbour cores slow a process)")
       ->capture_default_str();
   cmd->add_option("--backend", args->backend, "onednn, libtorch (eager PyTorch ops, when built with libtorch) or cudnn")->capture_default_str();
+  cmd->add_option("--allocator", args->allocator,
+                  "--backend libtorch: the heap regime the passes are timed in, that of the process predicted "
+                  "(default glibc, what a plain script gets):\n" + calibrate::allocator_help());
   cmd->add_option("--db", args->db, "calibration database (default: $DTSIM_CALIBRATION_DB or calibrate/data/calibration.json)");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
   cmd->callback([cmd, args] {

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
+#include "apps/preload.hpp"
+#include "calibrate/allocator.hpp"
 #include "common/errors.hpp"
 #include "common/table.hpp"
 #include "validate/validate.hpp"
@@ -128,6 +130,9 @@ const CommandRegistrar registrar("validate", 80, [](CLI::App& root) {
   cmd->add_option("--seq-len", a->options.seq_len,
                   "Tokens per sequence (pytorch with a GPT config.json only; 0 = the config's n_positions)")
       ->capture_default_str();
+  cmd->add_option("--allocator", a->options.allocator,
+                  "pytorch only: the heap regime the trainer runs in and its libtorch calibration is timed in "
+                  "(default glibc, what a plain script gets):\n" + calibrate::allocator_help());
   cmd->add_option("--ranks", a->ranks, "Comma-separated MPI rank counts, one run each")->capture_default_str();
   cmd->add_option("--threads", a->options.threads, "OpenMP threads per rank")->capture_default_str();
   cmd->add_option("--batch", a->options.batch, "Samples per rank and iteration")->capture_default_str();
@@ -152,6 +157,14 @@ const CommandRegistrar registrar("validate", 80, [](CLI::App& root) {
     if (a->options.framework == "pytorch" && cmd->count("--fusion-mb") == 0) a->fusion_mb = DDP_BUCKET_CAP_MB;
     if (!(a->fusion_mb > 0)) throw InputError(fmt::format("--fusion-mb: expected > 0, got {}", a->fusion_mb));
     a->options.fusion_bytes = a->fusion_mb * 1024 * 1024;
+    if (!a->options.allocator.empty()) {
+      const auto& regime = calibrate::allocator_by_name(a->options.allocator);
+      if (a->options.framework != "pytorch")
+        throw InputError(fmt::format("--allocator: applies to --framework pytorch (dtsim-train allocates its "
+                                     "buffers before training), got --framework {}",
+                                     a->options.framework));
+      run_under_allocator(regime);  // the in-process libtorch calibration times in the same regime
+    }
     print(validate::run_validation(a->options), format);
   });
 });

@@ -28,6 +28,9 @@ struct CalibrateOptions {
   int instances = 1;
   std::string backend = "onednn";   // "onednn", "libtorch" (plugin, DTSIM_HAVE_TORCH) or "cudnn"
   std::string db_path;              // empty = default_db_path()
+  // The heap regime of the timed passes (calibrate/allocator.hpp), libtorch only: "" = the default a plain
+  // script gets (glibc). A preloaded allocator must be this process's malloc (LD_PRELOAD at start).
+  std::string allocator;
   CleanTimerOptions timer;          // its `threads` is set from `threads`
   std::int64_t max_bytes = std::int64_t{6} << 30;  // tensors of one layer at most (memory guard)
   bool include_update = true;       // also time the SGD-momentum step over the model's parameters

@@ -24,7 +24,11 @@ struct HostInfo {
   // Figures of the host at calibration time (copied from the "host" device), for the roofline.
   double core_peak_flops = 0;       // FP32 peak of one core (clock x SIMD lanes x FMA units x 2)
   double mem_bandwidth_Bps = 0;     // memory bandwidth available to the process
-  // The database key: "onednn|<model>|<isa>|<version>|threads=<n>", plus "|instances=<k>" when k > 1.
+  // The heap regime the passes were timed in (calibrate/allocator.hpp) for backends whose passes allocate
+  // inside the timed region (libtorch); "" for oneDNN and cuDNN, whose buffers are allocated beforehand.
+  std::string allocator;
+  // The database key: "onednn|<model>|<isa>|<version>|threads=<n>", plus "|instances=<k>" when k > 1 and
+  // "|allocator=<regime>" when the allocator is set.
   std::string key() const;
 };
 

@@ -32,9 +32,11 @@ struct HostModel {
   bool has_host() const { return host.threads > 0 || !host.device_model.empty(); }
 };
 
-// Picks the database's host of `backend` ("onednn" or "libtorch") with the most entries (ties: more
-// threads) and fits its model; an empty model when the database has no host of that backend.
-HostModel fit_host_model(const CalibrationDb& db, const std::string& backend = "onednn");
+// Picks the database's host of `backend` ("onednn" or "libtorch") timed in heap regime `allocator` ("" for
+// oneDNN; HostInfo::allocator) with the most entries (ties: more threads) and fits its model; an empty model
+// when the database has no such host.
+HostModel fit_host_model(const CalibrationDb& db, const std::string& backend = "onednn",
+                         const std::string& allocator = "");
 
 // Shared-hardware slowdown of a pass on a node of `cores` with `busy_cores` busy (its own threads
 // included), given the co-run slowdown measured with every other core busy: 1 + (slowdown - 1) x the

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "calibrate/allocator.hpp"
 #include "calibrate/gpu_kernel_model.hpp"
 #include "models/model.hpp"
 #include "platforms/device.hpp"
@@ -44,6 +45,8 @@ struct ComputeProfile {
   // Whose timings the host efficiencies came from: "onednn", or "libtorch" when asked for and the
   // database has a libtorch host (else "onednn", the fallback; coverage then counts oneDNN entries).
   std::string calibration_backend = "onednn";
+  // The heap regime of that libtorch calibration ("glibc", ...); "" for oneDNN's.
+  std::string calibration_allocator;
   // CPU: the database has this machine (same CPU model) at these threads and processes per node, so its
   // measured passes are used as timed, with no device model in between.
   bool same_machine = false;
@@ -64,6 +67,9 @@ struct ProfileOptions {
   // Calibration to take host times from: "onednn" (the kernels at their best) or "libtorch" (eager
   // PyTorch ops; framework profile pytorch-ddp). Without a libtorch host in the database, oneDNN's is used.
   std::string backend = "onednn";
+  // The heap regime of the user's process (calibrate/allocator.hpp): selects the libtorch calibration
+  // timed in it. oneDNN's calibration has no regime (its buffers are allocated outside the timed passes).
+  std::string allocator = DEFAULT_ALLOCATOR;
 };
 
 // Predicts the per-layer times of `model` (built at the per-worker batch) on `device`, from the

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/allocator.hpp"
 #include "calibrate/gpu_kernel_model.hpp"
 #include "common/yaml_util.hpp"
 #include "sim/training.hpp"
@@ -34,6 +35,7 @@ struct Scenario {
   bool ps_auto = false;
   std::optional<double> anchor_samples_per_s;
   std::string db_path;      // calibration database (empty = default)
+  std::string allocator = calibrate::DEFAULT_ALLOCATOR;  // heap regime of the process (calibrate/allocator.hpp)
   calibrate::Precision precision = calibrate::Precision::FP32;
   bool allow_oversubscribe = false;  // predict even when the memory estimate exceeds the GPU's memory
   // strategy, placement, fusion, cycle, data, iterations, variability ...; a user's defaults: the collective

@@ -28,6 +28,7 @@ test_packages=(
   git
   catch2                               # unit tests (Catch2 v2, run under ctest)
   dataset-fashion-mnist                # real training data for `dtsim validate` and its tests
+  libjemalloc2 libtcmalloc-minimal4    # --allocator jemalloc / tcmalloc (LD_PRELOAD) of calibrate, predict, validate
   python3-yaml                         # benchmarks/*.py and calibrate/fit/*.py read the YAML data
   libtorch-dev                         # libtorch calibration backend (calibrate --backend libtorch)
   python3-torch python3-torchvision    # validate --framework pytorch (validate/pytorch/train.py)

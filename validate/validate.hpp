@@ -30,6 +30,9 @@ struct ValidateOptions {
   int side = 28;                   // image side (pytorch only; Fashion-MNIST is resized when not 28)
   int channels = 1;                // image channels (pytorch only; gray replicated)
   int seq_len = 0;                 // tokens per sequence (pytorch, GPT config.json models; 0 = n_positions)
+  // The heap regime the trainer runs in and the libtorch calibration is timed in (pytorch only;
+  // calibrate/allocator.hpp); "" = the default, what a plain script gets (glibc).
+  std::string allocator;
 };
 
 // True when `model` names a Hugging Face config.json (a language model for the PyTorch trainer).

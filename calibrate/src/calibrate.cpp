@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "calibrate/allocator.hpp"
 #include "calibrate/device_model.hpp"
 #include "calibrate/op_signature.hpp"
 #include "calibrate/ops/op_driver.hpp"
@@ -261,6 +262,17 @@ CalibrateSummary calibrate_model(const models::Model& model, const CalibrateOpti
   if (options.backend != "onednn" && options.backend != "cudnn" && options.backend != "libtorch")
     throw InputError(fmt::format("--backend must be 'onednn', 'libtorch' or 'cudnn', got '{}'", options.backend));
   if (options.max_bytes < (1 << 20)) throw InputError("calibration memory limit must be at least 1 MiB");
+  if (!options.allocator.empty()) {
+    const AllocatorRegime& regime = allocator_by_name(options.allocator);
+    if (options.backend != "libtorch")
+      throw InputError(fmt::format("--allocator: applies to --backend libtorch (the {} passes allocate their buffers "
+                                   "before the timed region), got --backend {}",
+                                   options.backend, options.backend));
+    if (!allocator_loaded(regime))
+      throw InputError(fmt::format("--allocator {}: this process's malloc is not {}; start dtsim with LD_PRELOAD={} "
+                                   "(Debian package {})",
+                                   regime.name, regime.name, regime.preload, regime.package));
+  }
   if (options.backend == "cudnn") {
 #ifdef DTSIM_HAVE_CUDNN
     return run_plugin(model, options, plugin_path("DTSIM_CUDNN_PLUGIN", DTSIM_INSTALL_BIN_TO_PLUGIN, DTSIM_CUDNN_PLUGIN),

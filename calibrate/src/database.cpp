@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "calibrate/allocator.hpp"
 #include "common/errors.hpp"
 #include "common/json_limits.hpp"
 #include "common/paths.hpp"
@@ -66,7 +67,7 @@ struct Reader {
 };
 
 json host_to_json(const HostInfo& h) {
-  return json{{"backend", h.backend},
+  json out{{"backend", h.backend},
               {"device_model", h.device_model},
               {"isa", h.isa},
               {"library_version", h.library_version},
@@ -75,6 +76,8 @@ json host_to_json(const HostInfo& h) {
               {"cache_state", h.cache_state},
               {"core_peak_flops", h.core_peak_flops},
               {"mem_bandwidth_Bps", h.mem_bandwidth_Bps}};
+  if (!h.allocator.empty()) out["allocator"] = h.allocator;
+  return out;
 }
 
 json entry_to_json(const PassEntry& e) {
@@ -121,7 +124,8 @@ class DbLock {
 
 std::string HostInfo::key() const {
   const std::string base = fmt::format("{}|{}|{}|{}|threads={}", backend, device_model, isa, library_version, threads);
-  return instances > 1 ? fmt::format("{}|instances={}", base, instances) : base;
+  const std::string with_instances = instances > 1 ? fmt::format("{}|instances={}", base, instances) : base;
+  return allocator.empty() ? with_instances : fmt::format("{}|allocator={}", with_instances, allocator);
 }
 
 CalibrationDb CalibrationDb::load(const std::string& path) {
@@ -165,6 +169,13 @@ CalibrationDb CalibrationDb::load(const std::string& path) {
     data.info.instances = r.integer(h, hw, "instances");
     if (data.info.instances < 1) r.fail(hw + ".instances", "expected an integer >= 1");
     data.info.cache_state = r.str(h, hw, "cache_state");
+    // libtorch hosts written before the field timed in a held glibc heap (calibrate/torch/runner.cpp then).
+    if (h.contains("allocator")) {
+      data.info.allocator = r.str(h, hw, "allocator");
+      if (!allocator_or_null(data.info.allocator))
+        r.fail(hw + ".allocator", "expected one of: " + allocator_names());
+    }
+    else if (data.info.backend == "libtorch") data.info.allocator = "glibc-held";
     data.info.core_peak_flops = r.num(h, hw, "core_peak_flops", 0);
     data.info.mem_bandwidth_Bps = r.num(h, hw, "mem_bandwidth_Bps", 0);
     const json& entries = r.field(h, hw, "entries");

@@ -102,13 +102,13 @@ double host_efficiency(const HostInfo& host, const PassEntry& e) {
   return std::clamp(roof / busy, MIN_EFFICIENCY, MAX_EFFICIENCY);
 }
 
-HostModel fit_host_model(const CalibrationDb& db, const std::string& backend) {
+HostModel fit_host_model(const CalibrationDb& db, const std::string& backend, const std::string& allocator) {
   HostModel model;
   const std::vector<HostInfo> hosts = db.hosts();
   const HostInfo* best = nullptr;
   std::size_t best_n = 0;
   for (const auto& h : hosts) {
-    if (h.backend != backend || h.instances != 1) continue;
+    if (h.backend != backend || h.allocator != allocator || h.instances != 1) continue;
     const std::size_t n = db.entries(h.key()).size();
     if (!best || n > best_n || (n == best_n && h.threads > best->threads)) {
       best = &h;
@@ -134,7 +134,7 @@ HostModel fit_host_model(const CalibrationDb& db, const std::string& backend) {
   // Same host and library at 1 thread: alone, and as co-run copies (the largest co-run calibrated).
   const auto same_machine = [&](const HostInfo& h) {
     return h.backend == best->backend && h.device_model == best->device_model && h.isa == best->isa &&
-           h.library_version == best->library_version && h.threads == 1;
+           h.library_version == best->library_version && h.allocator == best->allocator && h.threads == 1;
   };
   const HostInfo* alone = nullptr;
   const HostInfo* corun = nullptr;

@@ -29,7 +29,8 @@ struct CachedModel {
 
 // The database and the host model of `backend` fitted from it, re-read only when the file changes (size
 // or mtime).
-std::shared_ptr<const CachedModel> cached_model(const std::string& path, const std::string& backend) {
+std::shared_ptr<const CachedModel> cached_model(const std::string& path, const std::string& backend,
+                                                const std::string& allocator) {
   struct Slot {
     long long mtime_ns = -1;
     long long size = -1;
@@ -44,11 +45,11 @@ std::shared_ptr<const CachedModel> cached_model(const std::string& path, const s
     size = static_cast<long long>(st.st_size);
   }
   std::lock_guard lock(mutex);
-  Slot& slot = cache[path + "\n" + backend];
+  Slot& slot = cache[path + "\n" + backend + "\n" + allocator];
   if (!slot.model || slot.mtime_ns != mtime_ns || slot.size != size) {
     auto fresh = std::make_shared<CachedModel>();
     fresh->db = CalibrationDb::load(path);
-    fresh->host = fit_host_model(fresh->db, backend);
+    fresh->host = fit_host_model(fresh->db, backend, allocator);
     slot = Slot{mtime_ns, size, std::move(fresh)};
   }
   return slot.model;
@@ -89,10 +90,12 @@ HostEff host_eff_for(const CachedModel& c, const std::string& signature, Pass pa
 // if any: its measured entries are the prediction itself, with no roofline in between (the roofline of a
 // resolved host is assumed, not measured, and would clamp passes that beat it).
 std::optional<HostInfo> same_machine_host(const CalibrationDb& db, const std::string& backend,
-                                          const platforms::Device& device, const WorkerPlacement& placement) {
+                                          const std::string& allocator, const platforms::Device& device,
+                                          const WorkerPlacement& placement) {
   if (device.kind != platforms::DeviceKind::CPU || device.cpu_model.empty()) return std::nullopt;
   for (const auto& h : db.hosts())
-    if (h.backend == backend && h.device_model == device.cpu_model && h.threads == placement.threads &&
+    if (h.backend == backend && h.allocator == allocator && h.device_model == device.cpu_model &&
+        h.threads == placement.threads &&
         h.instances == placement.workers_per_node)
       return h;
   return std::nullopt;
@@ -163,10 +166,15 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   if (options.backend != "onednn" && options.backend != "libtorch")
     throw InputError(fmt::format("calibration backend must be 'onednn' or 'libtorch', got '{}'", options.backend));
   std::string backend = options.backend;
-  auto cached = cached_model(path, backend);
+  // The heap regime matters where passes allocate in the timed region (libtorch); oneDNN's has none.
+  const AllocatorRegime& regime = allocator_by_name(options.allocator, "allocator");
+  std::string allocator = backend == "libtorch" ? regime.name : "";
+  auto cached = cached_model(path, backend, allocator);
   if (!cached->host.has_host() && backend != "onednn") {
-    backend = "onednn";  // no libtorch calibration in this database: the oneDNN one, said in the profile
-    cached = cached_model(path, backend);
+    // no libtorch calibration in this regime in this database: the oneDNN one, said in the profile
+    backend = "onednn";
+    allocator = "";
+    cached = cached_model(path, backend, allocator);
   }
 
   WorkerPlacement placement;
@@ -178,6 +186,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
   profile.batch = static_cast<int>(model.batch());
   profile.precision = options.precision;
   profile.calibration_backend = backend;
+  profile.calibration_allocator = allocator;
   profile.compute_model = kernels ? fmt::format("kernel model ({})", kernels->fitted_on) : "device model";
   if (device.kind == platforms::DeviceKind::CPU) {
     const int node_cores = std::max(device.cores, 1) * options.cpu_sockets;
@@ -185,7 +194,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     profile.threads = placement.threads;
   }
 
-  const std::optional<HostInfo> same = same_machine_host(cached->db, backend, device, placement);
+  const std::optional<HostInfo> same = same_machine_host(cached->db, backend, allocator, device, placement);
   const std::string same_key = same ? same->key() : "";
   // A measured entry of the same machine and threads, used as-is; nullptr otherwise.
   auto as_measured = [&](const std::string& signature, const std::string& pass) -> const PassEntry* {

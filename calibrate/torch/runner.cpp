@@ -1,7 +1,7 @@
 // The libtorch calibration backend: its windows for the shared calibration loop
 // (calibrate/src/calibration_loop.hpp), each pass run as an eager PyTorch step runs it. A backward pass is
-// timed after an untimed forward that records the autograd graph it walks; the heap is held in the steady
-// state of a training process (no page faults per pass). Method: docs/calibration.md.
+// timed after an untimed forward that records the autograd graph it walks, in the heap regime the user's
+// process runs (calibrate/allocator.hpp). Method: docs/calibration.md.
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <immintrin.h>
@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 
+#include "calibrate/allocator.hpp"
 #include "calibrate/src/calibration_loop.hpp"
 #include "calibrate/torch/plugin.hpp"
 #include "calibrate/torch/torch_ops.hpp"
@@ -26,19 +27,17 @@ constexpr double SGD_MOMENTUM = 0.9;
 constexpr std::size_t LINE_BYTES = 64;
 // glibc malloc serves a block of at least M_MMAP_THRESHOLD with a fresh mmap (page faults on first touch,
 // munmap on free). Freeing such a block raises the threshold to its size, at most DEFAULT_MMAP_THRESHOLD_MAX
-// = 32 MiB on 64-bit, and the heap's trim threshold to twice that (mallopt(3), glibc malloc/malloc.c). A
-// training process reaches that state once it frees its first large tensors (validate/pytorch/train.py:
-// 0 page faults per iteration, docs/calibration.md), so its steps reuse heap memory; a calibrating process
-// has not, and each pass's gradients would be faulted in afresh (ResNet-18 b16 64x64: 4,600 faults and
-// +300% on a 512x512 3x3 weight-gradient pass). The calibrator sets that steady state explicitly.
+// = 32 MiB on 64-bit, and the heap's trim threshold to twice that (mallopt(3), glibc malloc/malloc.c). The
+// held regime sets that ceiling at once, so no block up to 32 MiB is ever faulted in again.
 constexpr int GLIBC_MMAP_THRESHOLD_MAX_B = 32 << 20;
 constexpr int GLIBC_TRIM_THRESHOLD_B = 2 * GLIBC_MMAP_THRESHOLD_MAX_B;
 
-// Puts this process's heap in a training process's steady state (see GLIBC_MMAP_THRESHOLD_MAX_B).
-void use_steady_heap() {
+// The held regime: the heap's thresholds at glibc's ceiling, as MALLOC_MMAP_THRESHOLD_ and
+// MALLOC_TRIM_THRESHOLD_ set them in a training process (calibrate/allocator.hpp, "glibc-held").
+void hold_heap() {
   if (mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD_MAX_B) != 1 ||
       mallopt(M_TRIM_THRESHOLD, GLIBC_TRIM_THRESHOLD_B) != 1)
-    throw Failure("libtorch calibration: mallopt refused the steady-state heap thresholds");
+    throw Failure("libtorch calibration: mallopt refused the held heap's thresholds");
 }
 
 // Writes back and drops a tensor's bytes from every cache level, as the oneDNN runner does.
@@ -97,6 +96,21 @@ class LayerRunner {
   at::Tensor grad_dst_;
   at::Tensor dst_;
 };
+
+// One untimed training pass over every layer, as a user's first step runs: in glibc's default regime the
+// dynamic mmap threshold then stands where the step's own blocks put it (the largest block freed so far),
+// so each timed pass maps and faults in exactly the blocks a training step does (above the threshold:
+// e.g. ResNet-18's 512x512 3x3 weight gradients, 2 x 9 MiB each, docs/calibration.md).
+void warm_heap(const models::Model& model) {
+  for (const auto& layer : model.layers()) {
+    if (layer.row || !torch_ops::has_torch_driver(layer.op) || passes_of(layer).empty()) continue;
+    LayerRunner runner(layer);
+    for (const Pass pass : passes_of(layer)) {
+      runner.prepare(pass);
+      runner.run(pass);
+    }
+  }
+}
 
 // The optimizer step of an eager loop: torch::optim::SGD with momentum over the model's parameter
 // tensors (each layer's, in its own shapes), then zero_grad() as the next iteration starts with.
@@ -179,11 +193,16 @@ CalibrateSummary calibrate_model_libtorch(const models::Model& model, const Cali
   CalibrationDb db = CalibrationDb::load(summary.db_path);  // a corrupt file stops here, untouched
 
   at::set_num_threads(threads);
-  use_steady_heap();
+  const AllocatorRegime& regime = allocator_by_name(options.allocator.empty() ? DEFAULT_ALLOCATOR : options.allocator);
+  if (regime.name == "glibc-held") hold_heap();
+  else warm_heap(model);  // glibc's default, or a preloaded allocator: its state after a first step
   HostInfo host = current_host("libtorch", threads, options.instances);
   host.library_version = torch_ops::libtorch_version_string();
-  host.cache_state = "tensors flushed (clflush), passes timed interleaved, up to 32 per window; each backward "
-                     "after an untimed forward; heap in steady state (mmap threshold 32 MiB, no page faults)";
+  host.allocator = regime.name;
+  host.cache_state = fmt::format("tensors flushed (clflush), passes timed interleaved, up to 32 per window; each "
+                                 "backward after an untimed forward; heap: {}",
+                                 regime.name == "glibc-held" ? "held (mmap threshold 32 MiB, trim 64 MiB)"
+                                                             : regime.name + " after one untimed step");
   summary.host_key = host.key();
 
   const CalibrationBackend libtorch{

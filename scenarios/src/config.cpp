@@ -75,6 +75,7 @@ Coverage coverage_of(const Scenario& s) {
   po.cpu_sockets = platform.node.cpu_sockets;
   po.db_path = s.db_path;
   po.precision = s.precision;
+  po.allocator = s.allocator;
   const auto profile = calibrate::build_profile(model, platform.worker_device(), po);
   return Coverage{model.name(), profile.device, s.batch, profile.coverage, calibrate::describe_sources(profile)};
 }

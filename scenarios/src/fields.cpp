@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "calibrate/allocator.hpp"
 #include "platforms/platform.hpp"
 #include "platforms/transport.hpp"
 #include "scenarios/scenario.hpp"
@@ -350,6 +351,28 @@ std::vector<ScenarioField> make_fields() {
            },
        .write = [](const Scenario& s) { return value(s.point.framework.name); },
        .header = [](const Scenario& s, const HeaderContext&) { return s.point.framework.name; }},
+      // ---- allocator regime (issue 40): the heap of the user's process, for a libtorch calibration
+      {.key = "allocator",
+       .group = GROUP_RUNTIME,
+       .type = "allocator name",
+       .default_text = "glibc",
+       .help = "Heap regime of the training process, which selects the libtorch calibration timed in it "
+               "(frameworks calibrated with libtorch; docs/calibration.md), one of:\n" +
+               calibrate::allocator_help(),
+       .flag = "--allocator",
+       .flag_kind = K::VALUE,
+       .example = "glibc-held",
+       .parse =
+           [](Scenario& s, const FieldInput& in) {
+             s.allocator = in.choose([&](const std::string& t) { return calibrate::allocator_by_name(t, in.what()).name; });
+           },
+       .write =
+           [](const Scenario& s) {
+             return s.allocator == calibrate::DEFAULT_ALLOCATOR ? left_out() : value(s.allocator);
+           },
+       .header = [](const Scenario& s, const HeaderContext&) {
+         return s.allocator == calibrate::DEFAULT_ALLOCATOR ? std::string() : s.allocator;
+       }},
       {.key = "collective_library",
        .group = GROUP_RUNTIME,
        .type = "library name",

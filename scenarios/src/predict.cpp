@@ -419,6 +419,7 @@ Prepared prepare(const Scenario& s) {
   po.db_path = s.db_path;
   po.precision = s.precision;
   po.backend = s.point.framework.calibration;
+  po.allocator = s.allocator;
   const auto& device = p.platform.worker_device();
   if (!s.allow_oversubscribe && !p.layout.active)
     calibrate::check_memory_fits(calibrate::estimate_memory(model, s.precision, device), model, device);

@@ -284,3 +284,50 @@ TEST_CASE("sim::CollectiveLibrary: NCCL runs NVLink SHARP from 2 MiB up where th
   CHECK(library_call(platforms::load_platform("dgx-h100-superpod"), 8, 1, 1e9).nvls_capable);
   CHECK_FALSE(library_call(platforms::load_platform("dgx-a100-cluster"), 8, 1, 1e9).nvls_capable);
 }
+
+TEST_CASE("sim::CollectiveLibrary: Gloo's copies and reductions take the worker's cores, shared with its computation "
+          "(closed form)",
+          "[sim][coll][library]") {
+  const auto& gloo = collective_library_by_name("gloo", "test");
+  const auto& none = collective_library_by_name("none", "test");
+  CHECK(gloo.runs_on_worker_cores);
+  CHECK(!none.runs_on_worker_cores);
+  CHECK(!collective_library_by_name("nccl-2.7", "test").runs_on_worker_cores);
+  constexpr double BYTES = 64e6, CORE_BPS = 10e9, COMPUTE_S = 0.1;
+  // 2 ranks: each sends and receives 2 x 32 MB (a kernel copy each, read + write) and reduces 32 MB (3 x).
+  CHECK(host_ring_traffic_B(BYTES, 2) == Approx(4 * 32e6 * 2 + 32e6 * 3));
+  CHECK(host_ring_traffic_B(BYTES, 1) == 0);
+  const auto p = test_platforms::uniform_star(2, 1.25e9, 5e-6);
+  LibraryCall c = library_call(p, 2, 2, BYTES);
+  CHECK(c.rank_core_Bps == 0);  // its CPU is not in the catalog: nothing to charge
+  c.rank_core_Bps = CORE_BPS;
+  // Rank 0 computes COMPUTE_S from t = 0 while the allreduce starts: (compute end, allreduce end). Each
+  // world runs in a child process that sends back one number, so each end is its own run.
+  auto run = [&](const CollectiveLibrary& lib, int threads) {
+    c.rank_threads = threads;
+    auto end_of = [&](bool compute) {
+      return test_platforms::in_world(p, {2, 1}, [&](World& w) {
+        double compute_end = -1, allreduce_end = -1;
+        w.compute(0, COMPUTE_S, [&] { compute_end = w.now(); });
+        start_library_allreduce(w, lib, c, {0, 1}, "ring", CommMode::FINE, [&] { allreduce_end = w.now(); });
+        w.run();
+        return compute ? compute_end : allreduce_end;
+      });
+    };
+    return std::pair{end_of(true), end_of(false)};
+  };
+  const double core_s = host_ring_traffic_B(BYTES, 2) / CORE_BPS;  // 35.2 ms, less than the computation
+  const auto plain = run(none, 1);
+  CHECK(plain.first == Approx(COMPUTE_S));
+  // Both share the device at half speed until the copies are done: the computation ends core_s later.
+  const auto one = run(gloo, 1);
+  CHECK(one.first == Approx(COMPUTE_S + core_s).epsilon(1e-9));
+  CHECK(one.second == Approx(plain.second).epsilon(1e-9));  // the collective's own time is its curve's
+  // Two compute threads: the same copies are half of the device's work.
+  CHECK(run(gloo, 2).first == Approx(COMPUTE_S + core_s / 2).epsilon(1e-9));
+  // A CPU of the catalog: one core's share of its socket's bandwidth.
+  auto host_star = p;
+  host_star.node.cpu = "host";
+  const auto& host = platforms::DeviceCatalog::builtin().by_name("host");
+  CHECK(library_call(host_star, 2, 2, BYTES).rank_core_Bps == Approx(host.mem_bandwidth_Bps / host.cores));
+}

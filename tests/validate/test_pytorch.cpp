@@ -51,8 +51,12 @@ TEST_CASE("validate::Pytorch: a tiny LeNet-5 run on 1 and 2 DDP processes is mea
     }
     CHECK(row.measured.phases.at("exchange").predicted_ms >= 0);
     CHECK(row.measured.loss_first > 0);
-    CHECK(row.prediction_note.find("libtorch calibration") != std::string::npos);
+    CHECK(row.prediction_note.find("libtorch calibration (heap glibc)") != std::string::npos);
   }
+  // The default regime, a plain script's: the trainer ran with glibc's defaults and says its page faults.
+  int fault_notes = 0;
+  for (const auto& n : r.notes) fault_notes += n.find("heap glibc: ") != std::string::npos && n.find("page faults") != std::string::npos;
+  CHECK(fault_notes == 2);
   // The report names the check of the torch model against dtsim's.
   bool checked = false;
   for (const auto& n : r.notes) checked = checked || n.find("checked equal") != std::string::npos;
@@ -160,4 +164,10 @@ TEST_CASE("validate::Pytorch: bad framework options exit 2 with one line", "[val
   CHECK(r.err.find("--seq-len: only a language model") != std::string::npos);
   r = test::run_cli({"validate", "--framework", "pytorch", "--model", "x/config.json", "--seq-len", "-1"});
   CHECK(r.exit_code == 2);
+  r = test::run_cli({"validate", "--framework", "pytorch", "--allocator", "hoard"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--allocator: unknown allocator 'hoard'; expected one of: glibc, glibc-held") != std::string::npos);
+  r = test::run_cli({"validate", "--allocator", "glibc-held"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--allocator: applies to --framework pytorch") != std::string::npos);
 }

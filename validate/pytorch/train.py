@@ -5,6 +5,12 @@ one JSON report in dtsim-train's schema (per-iteration phases, own CPU time and 
 the disturbance check of validate/src/measure.cpp). Also --bench-comm (gloo allreduce / send-recv
 curves) and --check-model (the torch model against dtsim's layer table).
 
+The data are loaded and the untrained model is evaluated in the launching process; training runs in
+processes started afresh (also for 1 process) that receive the data through shared memory and copy it,
+so their heap starts as a plain training script's: whatever glibc's dynamic mmap threshold becomes, the
+training step's own blocks set it, not the loading's temporaries (the allocator regime of
+calibrate/allocator.hpp; the environment -- MALLOC_* or LD_PRELOAD -- picks the regime).
+
 Run with /usr/bin/python3 (Debian's python3-torch and python3-torchvision)."""
 import argparse
 import gzip
@@ -286,8 +292,8 @@ def own_cpu_s():
 
 
 def minor_faults():
-    """Page faults served without I/O so far (first touches of fresh memory): 0 per iteration once the heap
-    reuses its memory, the steady state the libtorch calibrator times in (calibrate/torch/runner.cpp)."""
+    """Page faults served without I/O so far (first touches of fresh memory): 0 per iteration in a held heap;
+    in glibc's default regime, the pages of the blocks above its dynamic mmap threshold (calibrate/allocator.hpp)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
@@ -363,26 +369,39 @@ def train_model_parallel(a, rank, world):
     return report
 
 
-def train(a, rank, world):
-    if a.parallel != "dp":
-        return train_model_parallel(a, rank, world)
+def initial_model(a):
     torch.manual_seed(a.seed)
-    model = build_model(a.model, a.channels, a.side)
+    return build_model(a.model, a.channels, a.side)
+
+
+def load_run_data(a, model):
+    """The run's training and test sets (every process's training samples), loaded in the launching process."""
     steps = a.warmup + a.iterations
     if is_language_model(a.model):
         if a.data != "synthetic":
             raise SystemExit("train.py: --data: a language model trains on synthetic token sequences (--data synthetic)")
-        train_x, train_y = load_tokens(steps * a.batch * world, a.seq_len, model.vocab, a.seed)
+        train_x, train_y = load_tokens(steps * a.batch * a.procs, a.seq_len, model.vocab, a.seed)
         test_x, test_y = load_tokens(a.test_samples, a.seq_len, model.vocab, a.seed + 1)
     else:
-        train_x, train_y = load_data(a.data, "train", a.channels, a.side, steps * a.batch * world, a.seed)
+        train_x, train_y = load_data(a.data, "train", a.channels, a.side, steps * a.batch * a.procs, a.seed)
         test_x, test_y = load_data(a.data, "test", a.channels, a.side, a.test_samples, a.seed + 1)
+    return train_x, train_y, test_x, test_y
+
+
+def train(a, rank, world, data, accuracy_before):
+    if a.parallel != "dp":
+        return train_model_parallel(a, rank, world)
+    # Own copies of the shared data: first touches of shared pages would page-fault inside the steps. The
+    # copies live until exit, so their blocks never move glibc's threshold.
+    train_x, train_y, test_x, test_y = (t.clone() for t in data)
+    del data
+    model = initial_model(a)
+    steps = a.warmup + a.iterations
     report = {"model": a.model, "framework": f"pytorch {torch.__version__}", "ranks": world, "batch": a.batch,
               "threads": a.threads, "seq_len": a.seq_len if is_language_model(a.model) else 0, "strategy": "ddp-gloo" if world > 1 else "single", "data": a.data,
               "params": sum(p.numel() for p in model.parameters()), "warmup": a.warmup,
               "online_cpus": os.cpu_count()}
-    if rank == 0:
-        report["test_accuracy_before"] = evaluate(model, test_x, test_y, a.batch)
+    report["test_accuracy_before"] = accuracy_before
     hook_calls = []  # perf_counter() at each bucket's allreduce launch, this iteration
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb)
@@ -460,12 +479,12 @@ def bench_comm(rank, world):
     return out
 
 
-def worker(rank, a, port):
+def worker(rank, a, port, data, accuracy_before):
     torch.set_num_threads(a.threads)
     world = a.procs
     if world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    report = bench_comm(rank, world) if a.bench_comm else train(a, rank, world)
+    report = bench_comm(rank, world) if a.bench_comm else train(a, rank, world, data, accuracy_before)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
@@ -523,13 +542,17 @@ def main():
         problems = check_model(build_model(a.model, a.channels, a.side), a.check_model, a.channels, a.side, a.seq_len)
         if problems:
             raise SystemExit("train.py: the torch model differs from dtsim's: " + "; ".join(problems))
-    if a.procs == 1:
-        worker(0, a, 0)
-        return
+    data, accuracy_before = None, 0.0
+    if not a.bench_comm and a.parallel == "dp":
+        torch.set_num_threads(a.threads)
+        model = initial_model(a)
+        data = load_run_data(a, model)
+        accuracy_before = evaluate(model, data[2], data[3], a.batch)
+        del model
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    torch.multiprocessing.spawn(worker, args=(a, port), nprocs=a.procs, join=True)
+    torch.multiprocessing.spawn(worker, args=(a, port, data, accuracy_before), nprocs=a.procs, join=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "calibrate/allocator.hpp"
 #include "calibrate/calibrate.hpp"
 #include "calibrate/profile.hpp"
 #include "common/clean_timer.hpp"
@@ -42,8 +43,17 @@ std::string last_line(const std::string& text) {
   return last;
 }
 
-std::string run_trainer(const std::vector<std::string>& args, double timeout_s, const std::string& what) {
-  std::vector<std::string> argv{python_path(), script_path()};
+// Runs the trainer in heap regime `allocator` (its environment: MALLOC_* or LD_PRELOAD, none for glibc's
+// defaults), which its spawned DDP processes inherit.
+std::string run_trainer(const std::vector<std::string>& args, const calibrate::AllocatorRegime& allocator,
+                        double timeout_s, const std::string& what) {
+  std::vector<std::string> argv;
+  if (!allocator.env.empty()) {
+    argv.push_back("/usr/bin/env");
+    for (const auto& [name, value] : allocator.env) argv.push_back(name + "=" + value);
+  }
+  argv.push_back(python_path());
+  argv.push_back(script_path());
   argv.insert(argv.end(), args.begin(), args.end());
   const LaunchResult r = run_command(argv, timeout_s);
   if (r.timed_out) throw Failure(fmt::format("PyTorch {}: timed out after {:.0f} s", what, timeout_s));
@@ -67,11 +77,12 @@ void write_layer_table(const models::Model& model, const std::string& path) {
   if (!f) throw Failure(fmt::format("cannot write {}", path));
 }
 
-// The median page faults of the trainer's timed iterations (0 in a steady heap, as the libtorch calibrator
-// times; absent in reports of older trainers).
+// The median page faults of the trainer's timed iterations (0 in a held heap; absent in reports of older
+// trainers).
 double median_minor_faults(const std::string& report_text) {
   std::vector<double> faults;
-  for (const auto& it : nlohmann::json::parse(report_text).at("iterations"))
+  const nlohmann::json report = nlohmann::json::parse(report_text);  // named: a temporary's member would dangle
+  for (const auto& it : report.at("iterations"))
     if (!it.value("warmup", false) && it.contains("minor_faults"))
       faults.push_back(it.at("minor_faults").get<double>());
   if (faults.empty()) return 0;
@@ -99,6 +110,8 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
                               python_path()));
   ValidationReport report;
   report.options = options;
+  const calibrate::AllocatorRegime& regime =
+      calibrate::allocator_by_name(options.allocator.empty() ? calibrate::DEFAULT_ALLOCATOR : options.allocator);
   models::ModelOptions mo;
   mo.batch = options.batch;
   const bool language = is_language_model(options.model);
@@ -118,7 +131,7 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
   const int max_ranks = *std::max_element(options.ranks.begin(), options.ranks.end());
   if (options.predict && max_ranks >= 2) {
     const std::string out = dir + "/bench-comm-gloo.json";
-    run_trainer({"--bench-comm", "--procs", "2", "--out", out}, options.timeout_s, "gloo curves");
+    run_trainer({"--bench-comm", "--procs", "2", "--out", out}, regime, options.timeout_s, "gloo curves");
     // gloo over TCP loopback has no cache-regime change to fit around (unlike shared-memory MPI): the
     // bandwidth comes from every message >= 256 KiB, which a busy machine cannot turn into a flat slope.
     report.comm = fit_comm(read_text(out), 0);
@@ -133,15 +146,13 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
                  std::to_string(options.side), "--channels", std::to_string(options.channels), "--seq-len",
                  std::to_string(seq_len), "--bucket-cap-mb",
                  fmt::format("{}", bucket_mb), "--check-model", layers_path, "--out", out},
-                options.timeout_s, fmt::format("training ({} process(es))", r));
+                regime, options.timeout_s, fmt::format("training ({} process(es))", r));
     ValidationRow row;
     row.ranks = r;
     const std::string text = read_text(out);
     row.measured = summarize_report(text);
-    if (const double faults = median_minor_faults(text); faults > 0)
-      report.notes.push_back(fmt::format("{} process(es): the training step page-faulted ({:.0f} per iteration, median); "
-                                         "libtorch calibration times a heap that reuses its memory (none)",
-                                         r, faults));
+    report.notes.push_back(fmt::format("{} process(es), heap {}: {:.0f} page faults per iteration (median)", r,
+                                       regime.name, median_minor_faults(text)));
     add_measured_row(report, std::move(row), options.threads, "process(es)");
   }
   report.notes.push_back("torch model checked equal to dtsim's (parameters and output shape of every layer)");
@@ -159,6 +170,7 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     po.cpu_sockets = 1;
     po.db_path = here.db_path;
     po.backend = ddp.runtime.calibration;
+    po.allocator = regime.name;
     const auto profile = calibrate::build_profile(model, device, po);
     sim::TrainingPoint point;
     if (row.ranks >= 2) sim::apply_framework(point, ddp);  // 1 process trains without the DDP wrapper
@@ -170,8 +182,10 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     point.iterations = SIMULATED_ITERATIONS;
     const auto res = sim::simulate_training(platform, profile, point);
     set_prediction(row, profile, res,
-                   fmt::format("{} calibration, coverage {:.0f}%, pytorch-ddp profile, link {:.2f} GB/s / {:.1f} us",
-                               profile.calibration_backend, profile.coverage * 100,
+                   fmt::format("{} calibration{}, coverage {:.0f}%, pytorch-ddp profile, link {:.2f} GB/s / {:.1f} us",
+                               profile.calibration_backend,
+                               profile.calibration_allocator.empty() ? "" : " (heap " + profile.calibration_allocator + ")",
+                               profile.coverage * 100,
                                platform.node.intra.link_bandwidth_Bps / 1e9, platform.node.intra.latency_s * 1e6));
   }
   return report;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "calibrate/allocator.hpp"
 #include "calibrate/calibrate.hpp"
 #include "calibrate/profile.hpp"
 #include "common/errors.hpp"
@@ -80,8 +81,11 @@ void check_options(const ValidateOptions& o) {
     if (o.side < 1 || o.side > MAX_SIDE) throw InputError(fmt::format("--side: expected 1..{}, got {}", MAX_SIDE, o.side));
     if (o.channels < 1 || o.channels > MAX_CHANNELS)
       throw InputError(fmt::format("--channels: expected 1..{}, got {}", MAX_CHANNELS, o.channels));
+    if (!o.allocator.empty()) (void)calibrate::allocator_by_name(o.allocator);
   } else if (o.side != IMAGE_SIDE || o.channels != IMAGE_CHANNELS) {
     throw InputError("--side/--channels: only the PyTorch trainer (--framework pytorch) takes other image sizes");
+  } else if (!o.allocator.empty()) {
+    throw InputError("--allocator: applies to --framework pytorch (dtsim-train allocates its buffers before training)");
   }
 }
 
@@ -221,6 +225,7 @@ HereCalibration calibrate_here(const models::Model& model, const ValidateOptions
   calibrate::CalibrateOptions co;
   co.backend = backend;
   co.threads = options.threads;
+  if (backend == "libtorch") co.allocator = options.allocator;
   // A database of its own in the work directory (unless DTSIM_CALIBRATION_DB names one): validation
   // never writes into the shipped calibration data, and build_profile then fits exactly this host.
   if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";

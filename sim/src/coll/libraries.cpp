@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/errors.hpp"
+#include "platforms/device.hpp"
 #include "platforms/platform.hpp"
 #include "platforms/transport.hpp"
 #include "sim/src/coll/library.hpp"
@@ -49,6 +50,17 @@ void check_collective_library(const std::string& name, const std::string& what) 
   (void)collective_library_by_name(name, what);
 }
 
+double host_ring_traffic_B(double bytes, int ranks) {
+  if (ranks < 2) return 0;
+  // Bytes moved per payload byte: a kernel copy reads and writes it; a reduction reads two operands and
+  // writes one.
+  constexpr double SOCKET_COPY_TRAFFIC_PER_B = 2;
+  constexpr double REDUCE_TRAFFIC_PER_B = 3;
+  const double share = static_cast<double>(ranks - 1) / ranks * bytes;  // one phase's bytes per rank
+  const double sent = 2 * share, received = 2 * share;                  // reduce-scatter + allgather
+  return (sent + received) * SOCKET_COPY_TRAFFIC_PER_B + share * REDUCE_TRAFFIC_PER_B;
+}
+
 LibraryCall library_call(const platforms::Platform& platform, int ranks, int nodes, double bytes) {
   using platforms::IntraNodeKind;
   const auto& intra = platform.node.intra;
@@ -78,6 +90,11 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
   if (platform.node.gpus > 0)
     c.device_host_Bps = platform.node.device_link_Bps() *
                         platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
+  // CPU ranks: one core's share of its socket's memory bandwidth (platforms/devices.yaml, with its source).
+  if (platform.node.gpus == 0)
+    if (const platforms::Device* cpu = platforms::DeviceCatalog::builtin().by_name_or_null(platform.node.cpu);
+        cpu != nullptr && cpu->cores > 0)
+      c.rank_core_Bps = cpu->mem_bandwidth_Bps / cpu->cores;
   return c;
 }
 
@@ -95,7 +112,15 @@ void start_library_allreduce(World& world, const CollectiveLibrary& library, con
   // link, in parallel), the host collective runs, and the result is copied back before the call returns.
   const double copy_s =
       library.stages_device_buffers && call.device_host_Bps > 0 && ranks.size() > 1 ? call.bytes / call.device_host_Bps : 0;
-  auto collective = [&world, &algorithm, ranks, wire_B, mode, copy_s, done = std::move(done)]() mutable {
+  // A library running on the worker's cores: each rank's copies and reductions, a computation on its
+  // device beside whatever it computes meanwhile (its share of the device while both run).
+  const double core_s = library.runs_on_worker_cores && call.rank_core_Bps > 0 && ranks.size() > 1
+                            ? host_ring_traffic_B(call.bytes, static_cast<int>(ranks.size())) / call.rank_core_Bps /
+                                  std::max(1, call.rank_threads)
+                            : 0;
+  auto collective = [&world, &algorithm, ranks, wire_B, mode, copy_s, core_s, done = std::move(done)]() mutable {
+    if (core_s > 0)
+      for (const int r : ranks) world.compute(r, core_s, [] {});
     if (copy_s <= 0) {
       start_collective(world, algorithm, ranks, wire_B, mode, std::move(done));
       return;

@@ -34,6 +34,10 @@ struct LibraryCall {
   bool ll128_capable = false;      // NCCL enables LL128 by default (Volta/Ampere, NVLink, GPUDirect NIC)
   double device_host_Bps = 0;      // one GPU's copy rate to or from host memory (its PCIe link's DMA); 0: CPU ranks
   bool nvls_capable = false;       // the NVSwitch reduces in the switch (NVLink SHARP: Hopper, third-generation NVSwitch)
+  // CPU ranks: the memory bandwidth of one core (the socket's over its cores) and the compute threads of a
+  // rank, for a library whose collective runs on the worker's cores (runs_on_worker_cores); 0 / 1 on GPUs.
+  double rank_core_Bps = 0;
+  int rank_threads = 1;
   int ranks_per_node() const { return nodes > 0 ? (ranks + nodes - 1) / nodes : ranks; }
 };
 
@@ -57,7 +61,17 @@ struct CollectiveLibrary {
   // GPU buffers are reduced in host memory: the whole buffer is copied device to host before the
   // host collective and back after it, synchronously (Open MPI's coll/cuda component).
   bool stages_device_buffers = false;
+  // The collective runs in a thread of each worker process (Gloo's), so on CPU ranks its copies and
+  // reductions take the worker's own cores: each rank's memory traffic (host_ring_traffic_B) is charged as
+  // a computation on its device at one core's bandwidth, sharing the device with the backward it overlaps.
+  bool runs_on_worker_cores = false;
 };
+
+// Memory traffic of one rank of a ring allreduce of `bytes` over `ranks` ranks run by the CPU over TCP
+// sockets (Gloo's ring: gloo/allreduce.cc; tcp transport): every byte sent or received is copied once
+// between the user buffer and the socket by the kernel (read + write), and every received reduce-scatter
+// byte is added into the rank's buffer (read both, write one).
+double host_ring_traffic_B(double bytes, int ranks);
 
 const std::vector<CollectiveLibrary>& collective_library_table();
 // The library `name`, or InputError naming `what` and listing the names.

@@ -127,7 +127,8 @@ class AllreduceExchange final : public Exchange {
     replay_.count_activity();
     const double t0 = w.now();
     const auto& layout = replay_.layout();
-    const LibraryCall call = library_call(replay_.platform(), replay_.workers(), layout.nodes, bytes);
+    LibraryCall call = library_call(replay_.platform(), replay_.workers(), layout.nodes, bytes);
+    call.rank_threads = std::max(1, replay_.profile().threads);
     const LibraryChoice choice = library_.choose(call, forced_);
     if (replay_.workers() > 1) {
       const auto& algorithm = collective_by_name("allreduce", choice.algorithm, "collective library " + library_.name);
