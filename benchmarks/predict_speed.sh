@@ -29,34 +29,41 @@ done
 # NCCL, picks per call), the ring, Horovod's runtime; median CLI wall of DP_REPEATS runs (default 3) after
 # a warm-up, with the peak RSS of the last run (/usr/bin/time). 16,384 workers: the ring only, one run.
 dp_repeats="${DP_REPEATS:-3}"
-dp_line() {  # label target_s target_GB repeats args...
-  local label="$1" target="$2" target_gb="$3" reps="$4"
-  shift 4
+speed_line() {  # kind(dp|layout) label target_s target_GB repeats predict-args...
+  local kind="$1" label="$2" target="$3" target_gb="$4" reps="$5"
+  shift 5
   local walls=() json="" start end i rss_file
   rss_file="$(mktemp)"
   for ((i = 0; i <= reps; i++)); do
     start=$(date +%s.%N)
-    if ! json="$(/usr/bin/time -f "%M" -o "$rss_file" timeout "$limit" "$dtsim" predict --model resnet50 \
-        --platform "$platform" --batch 64 --format json "$@")"; then
-      echo "resnet50 $label: stopped after ${limit} s (target <= ${target} s, SLOW)"
+    if ! json="$(/usr/bin/time -f "%M" -o "$rss_file" timeout "$limit" "$dtsim" predict --format json "$@")"; then
+      echo "$label: stopped after ${limit} s or failed (target <= ${target} s, SLOW)"
       rm -f "$rss_file"
       return 0
     fi
     end=$(date +%s.%N)
     ((i > 0 || reps == 0)) && walls+=("$(python3 -c "print($end - $start)")")
   done
-  python3 - "$json" "$label" "$target" "$target_gb" "$(cat "$rss_file")" "${walls[@]}" <<'PY'
+  python3 - "$json" "$kind" "$label" "$target" "$target_gb" "$(cat "$rss_file")" "${walls[@]}" <<'PY'
 import json, statistics, sys
 p = json.loads(sys.argv[1])["points"][0]
-target, target_gb, rss_gb = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]) / 1e6
-walls = [float(w) for w in sys.argv[6:]]
+kind, label = sys.argv[2], sys.argv[3]
+target, target_gb, rss_gb = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]) / 1e6
+walls = [float(w) for w in sys.argv[7:]]
 wall = statistics.median(walls)
 ok = wall <= target and rss_gb <= target_gb
-print(f"resnet50 {sys.argv[2]}: CLI wall median {wall:6.2f} s of {len(walls)} (target <= {target:.0f} s), "
+tail = (f"{p['flows']} flows, {p['throughput_samples_per_s']:.0f} img/s, efficiency {p['efficiency']:.3f}" if kind == "dp"
+        else f"{p['activities']} activities, {p['tokens_per_s']:.0f} tokens/s, MFU {100 * p['mfu']:.1f}%")
+print(f"{label}: CLI wall median {wall:6.2f} s of {len(walls)} (target <= {target:.0f} s), "
       f"peak RSS {rss_gb:.2f} GB (target <= {target_gb:.0f} GB), {'ok' if ok else 'SLOW'}; simulation "
-      f"{p['wall_s']:.2f} s, {p['flows']} flows, {p['throughput_samples_per_s']:.0f} img/s, efficiency {p['efficiency']:.3f}")
+      f"{p['wall_s']:.2f} s, {tail}")
 PY
   rm -f "$rss_file"
+}
+dp_line() {  # label target_s target_GB repeats args...: ResNet-50 at batch 64 on $platform
+  local label="$1" target="$2" target_gb="$3" reps="$4"
+  shift 4
+  speed_line dp "resnet50 $label" "$target" "$target_gb" "$reps" --model resnet50 --platform "$platform" --batch 64 "$@"
 }
 limit="${PS_TIMEOUT_S:-120}"
 echo "load average before the data-parallel rows: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -77,6 +84,25 @@ dp_line "allreduce-ring 16384 workers (Piz Daint grown to 16 groups x 16 chassis
 platform="$platform_saved"
 rm -f "$big"
 echo "load average after the data-parallel rows: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Transformer layouts at scale (issue targets; docs/parallel-layouts.md, folds on): median CLI wall of
+# LAYOUT_REPEATS runs (default 3) after a warm-up, with the peak RSS of the last run.
+layout_repeats="${LAYOUT_REPEATS:-3}"
+layout_line() {  # label target_s target_GB repeats predict-args...
+  speed_line layout "$@"
+}
+limit="${LAYOUT_TIMEOUT_S:-120}"
+echo "load average before the layout rows: $(cut -d' ' -f1-3 /proc/loadavg)"
+layout_line "GPT-3 175B (gpt3-175b.json) on 1,024 A100 (selene), tp 8 pp 16, global batch 1536" 2 8 "$layout_repeats" \
+  --model "$here/benchmarks/data/models/gpt3-175b.json" --platform selene --workers 1024 --seq-len 2048 \
+  --micro-batch 1 --global-batch 1536 --tp 8 --pp 16 --precision fp16-mixed
+layout_line "1T (megatron_1t) on 3,072 A100 (selene), tp 8 pp 64, global batch 3072" 10 8 "$layout_repeats" \
+  --model megatron_1t --platform selene --workers 3072 --seq-len 2048 --micro-batch 1 --global-batch 3072 \
+  --tp 8 --pp 64 --precision fp16-mixed --recompute full
+layout_line "Llama 3 405B on 16,384 H100 (meta-llama3-roce), tp 8 pp 16 vp 8, global batch 2048" 30 8 0 \
+  --model llama3_405b --platform meta-llama3-roce --workers 16384 --seq-len 8192 --micro-batch 1 \
+  --global-batch 2048 --tp 8 --pp 16 --vp 8 --sequence-parallel --zero 1 --precision bf16-mixed
+echo "load average after the layout rows: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Parameter servers: median CLI wall of PS_REPEATS runs (default 3) after one warm-up run; a run
 # past PS_TIMEOUT_S (default 120 s) is stopped and reported as such. Coarse PS traffic above 64

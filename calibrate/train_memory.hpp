@@ -42,10 +42,9 @@ struct TrainMemoryOptions {
   std::function<bool(const models::Layer&)> include;
   double activation_sets = 1;
   // Megatron's sequence parallelism over `sequence_parallel` tensor-parallel ranks: the activations of
-  // layers that read the full hidden width `hidden` (norms, dropout, residual adds, the inputs of the
-  // column-parallel linears) are split over the sequence (Korthikanti et al. 2022, sbh(34/t + 5as/ht)).
+  // layers in its region (SeqParams::sequence_parallel_region: norms, dropout, residual adds, the inputs of
+  // the column-parallel linears) are split over the sequence (Korthikanti et al. 2022, sbh(34/t + 5as/ht)).
   int sequence_parallel = 1;
-  std::int64_t hidden = 0;
 };
 
 struct TrainMemory {

@@ -68,6 +68,10 @@ struct SeqParams {
   // Parallel shards (internal: built by ModelOptions, never read from YAML).
   std::int64_t context_parallel = 1;  // attention: the keys/values span this many ranks' sequence chunks
   std::int64_t expert_parallel = 1;   // moe_experts: this rank holds experts / expert_parallel of them
+  // In Megatron's sequence-parallel region: the layer reads the full hidden width on every tensor-parallel
+  // rank (norms, dropout, residual adds, column-parallel linears' inputs); sequence parallelism splits what
+  // it keeps over the sequence.
+  bool sequence_parallel_region = false;
   bool bias = true;               // linear, layer_norm
   bool head_bias = false;         // lm_head: a bias per vocabulary entry (BERT's decoder bias)
   bool causal = false;            // attention: causal mask

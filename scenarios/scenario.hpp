@@ -87,6 +87,9 @@ struct ComputeSource {
   std::string wanted;    // the framework's calibration ("onednn", "libtorch")
   std::string used;
   double coverage = 0;
+  std::string model, device;
+  int batch = 0;         // samples per pass (a transformer's micro-batch)
+  std::string sources;   // calibrate::describe_sources of the profile
 };
 ComputeSource compute_source(const Scenario& scenario);
 

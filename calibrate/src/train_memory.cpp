@@ -97,8 +97,7 @@ TrainMemory estimate_train_memory(const models::Model& model, const TrainMemoryO
     if (l.op == models::OpKind::INPUT) continue;
     largest_output = std::max(largest_output, static_cast<double>(l.dst_shape.elements()));
     double saved = saved_bytes(l, p, o.recompute == Recompute::FULL ? Recompute::NONE : o.recompute);
-    if (o.sequence_parallel > 1 && l.row && !l.src_shapes.empty() && l.src_shapes.front().c == o.hidden)
-      saved /= o.sequence_parallel;
+    if (o.sequence_parallel > 1 && l.row && l.params.seq.sequence_parallel_region) saved /= o.sequence_parallel;
     const std::int64_t block = l.row ? l.params.seq.block : -1;
     if (block < 0) {
       outside += saved;

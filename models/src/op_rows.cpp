@@ -552,6 +552,9 @@ RowField ratio_field(std::string_view name, double SeqParams::*f, bool required)
 }
 
 const RowField BLOCK = int_field("block", &SeqParams::block, false);
+// Megatron's sequence-parallel region (SeqParams::sequence_parallel_region): the memory estimate splits what
+// the layer keeps over the tensor-parallel ranks under sequence parallelism.
+const RowField SP_REGION = bool_field("sequence_parallel_region", &SeqParams::sequence_parallel_region);
 
 }  // namespace
 
@@ -563,11 +566,11 @@ const std::vector<OpRow>& op_rows() {
         int_field("positions", &S::positions, false), int_field("token_types", &S::token_types, false), BLOCK},
        "eltwise", true, infer_embedding, kernels_embedding},
       {"linear", "x W (+ b) over every token", 1, 1,
-       {int_field("out_features", &S::out_features, true), bool_field("bias", &S::bias), BLOCK}, "fc", true,
+       {int_field("out_features", &S::out_features, true), bool_field("bias", &S::bias), SP_REGION, BLOCK}, "fc", true,
        infer_linear, kernels_linear},
-      {"layer_norm", "LayerNorm over the hidden dimension", 1, 1, {bool_field("bias", &S::bias), BLOCK}, "batch_norm",
+      {"layer_norm", "LayerNorm over the hidden dimension", 1, 1, {bool_field("bias", &S::bias), SP_REGION, BLOCK}, "batch_norm",
        false, infer_layer_norm, kernels_layer_norm},
-      {"rms_norm", "RMSNorm over the hidden dimension", 1, 1, {BLOCK}, "batch_norm", false, infer_rms_norm, kernels_rms_norm},
+      {"rms_norm", "RMSNorm over the hidden dimension", 1, 1, {SP_REGION, BLOCK}, "batch_norm", false, infer_rms_norm, kernels_rms_norm},
       {"rotary", "rotary position embedding of the q and k parts of a fused QKV tensor", 1, 1,
        {int_field("heads", &S::heads, true), int_field("kv_heads", &S::kv_heads, false), BLOCK}, "eltwise", false,
        infer_rotary, kernels_rotary},
@@ -577,9 +580,9 @@ const std::vector<OpRow>& op_rows() {
        "fc", false, infer_attention, kernels_attention},
       {"gelu", "GELU (tanh form)", 1, 1, {BLOCK}, "eltwise", false, infer_gelu, kernels_gelu},
       {"swiglu", "silu(gate) * up of a fused [gate, up] tensor", 1, 1, {BLOCK}, "eltwise", false, infer_swiglu, kernels_swiglu},
-      {"hidden_dropout", "dropout of a hidden-state tensor", 1, 1, {ratio_field("dropout", &S::dropout, true), BLOCK},
+      {"hidden_dropout", "dropout of a hidden-state tensor", 1, 1, {ratio_field("dropout", &S::dropout, true), SP_REGION, BLOCK},
        "dropout", false, infer_hidden_dropout, kernels_dropout},
-      {"residual_add", "x + f(x)", 2, 2, {BLOCK}, "add", false, infer_residual_add, kernels_residual_add},
+      {"residual_add", "x + f(x)", 2, 2, {SP_REGION, BLOCK}, "add", false, infer_residual_add, kernels_residual_add},
       {"moe_router", "linear gate to the experts, softmax, top-k", 1, 1,
        {int_field("experts", &S::experts, true), int_field("top_k", &S::top_k, true), BLOCK}, "fc", true,
        infer_moe_router, kernels_moe_router},

@@ -31,20 +31,30 @@ class Blocks {
     lp.seq = p;
     return m_.add_row(name, op, lp, {a, b}).name;
   }
-  std::string linear(const std::string& name, const std::string& in, std::int64_t out, bool bias) {
+  // `column`: a column-parallel linear (its input is the full hidden width on every tensor-parallel rank).
+  std::string linear(const std::string& name, const std::string& in, std::int64_t out, bool bias, bool column = false) {
     SeqParams p;
     p.out_features = out;
     p.bias = bias;
+    p.sequence_parallel_region = column;
     return row(name, "linear", in, p);
   }
   std::string dropout(const std::string& name, const std::string& in, double ratio) {
     if (ratio <= 0) return in;
     SeqParams p;
     p.dropout = ratio;
+    p.sequence_parallel_region = true;
     return row(name, "hidden_dropout", in, p);
   }
   std::string norm(const std::string& name, const std::string& in) {
-    return row(name, c_.family == TransformerFamily::LLAMA ? "rms_norm" : "layer_norm", in);
+    SeqParams p;
+    p.sequence_parallel_region = true;
+    return row(name, c_.family == TransformerFamily::LLAMA ? "rms_norm" : "layer_norm", in, p);
+  }
+  std::string residual(const std::string& name, const std::string& a, const std::string& b) {
+    SeqParams p;
+    p.sequence_parallel_region = true;
+    return row2(name, "residual_add", a, b, p);
   }
   // Fused QKV projection, (rotary), attention core, output projection.
   std::string attention(const std::string& p, const std::string& in, bool causal) {
@@ -54,7 +64,7 @@ class Blocks {
     const std::int64_t kv = (c_.kv_heads ? c_.kv_heads : c_.heads) / tp_;
     const std::int64_t heads = c_.heads / tp_;
     const std::int64_t d = c_.hidden / c_.heads;
-    auto x = linear(p + ".qkv", in, (heads + 2 * kv) * d, !llama);
+    auto x = linear(p + ".qkv", in, (heads + 2 * kv) * d, !llama, true);
     SeqParams h;
     h.heads = heads;
     h.kv_heads = kv;
@@ -77,27 +87,27 @@ class Blocks {
         r.expert_parallel = ep_;
         return row2(p + ".experts", "moe_experts", in, gate, r);
       }
-      auto x = linear(p + ".gate_up", in, 2 * c_.ffn / tp_, false);
+      auto x = linear(p + ".gate_up", in, 2 * c_.ffn / tp_, false, true);
       x = row(p + ".swiglu", "swiglu", x);
       return linear(p + ".down", x, c_.hidden, false);
     }
-    auto x = linear(p + ".fc1", in, c_.ffn / tp_, true);
+    auto x = linear(p + ".fc1", in, c_.ffn / tp_, true, true);
     x = row(p + ".gelu", "gelu", x);
     return linear(p + ".fc2", x, c_.hidden, true);
   }
   // Pre-LN block (GPT, Llama, ViT): x + attn(norm(x)), then x + mlp(norm(x)).
   std::string pre_ln_block(const std::string& p, const std::string& x, bool causal) {
     auto a = dropout(p + ".attn_drop", attention(p + ".attn", norm(p + ".norm1", x), causal), c_.hidden_dropout);
-    const auto r1 = row2(p + ".add1", "residual_add", x, a);
+    const auto r1 = residual(p + ".add1", x, a);
     auto f = dropout(p + ".mlp_drop", mlp(p + ".mlp", norm(p + ".norm2", r1)), c_.hidden_dropout);
-    return row2(p + ".add2", "residual_add", r1, f);
+    return residual(p + ".add2", r1, f);
   }
   // Post-LN block (BERT): norm(x + attn(x)), then norm(x + mlp(x)).
   std::string post_ln_block(const std::string& p, const std::string& x) {
     auto a = dropout(p + ".attn_drop", attention(p + ".attn", x, false), c_.hidden_dropout);
-    const auto n1 = norm(p + ".norm1", row2(p + ".add1", "residual_add", x, a));
+    const auto n1 = norm(p + ".norm1", residual(p + ".add1", x, a));
     auto f = dropout(p + ".mlp_drop", mlp(p + ".mlp", n1), c_.hidden_dropout);
-    return norm(p + ".norm2", row2(p + ".add2", "residual_add", n1, f));
+    return norm(p + ".norm2", residual(p + ".add2", n1, f));
   }
   void set_block(std::int64_t b) { block_ = b; }
 

@@ -60,24 +60,10 @@ std::vector<std::pair<std::string, std::string>> field_texts(
   return f;
 }
 
-// Loads what predict_scenario loads before simulating and returns the profile's coverage.
+// What predict_scenario loads before simulating (the same preparation): the profile's coverage.
 Coverage coverage_of(const Scenario& s) {
-  const platforms::Platform platform = platforms::load_platform(s.platform);
-  models::ModelOptions mo;
-  mo.batch = s.batch;
-  mo.input_h = s.input_h;
-  mo.input_w = s.input_w;
-  mo.classes = s.classes;
-  const models::Model model = models::load_model(s.model, mo);
-  calibrate::ProfileOptions po;
-  po.threads = s.threads;
-  po.workers_per_node = s.point.workers_per_node > 0 ? s.point.workers_per_node : platform.default_workers_per_node();
-  po.cpu_sockets = platform.node.cpu_sockets;
-  po.db_path = s.db_path;
-  po.precision = s.precision;
-  po.allocator = s.allocator;
-  const auto profile = calibrate::build_profile(model, platform.worker_device(), po);
-  return Coverage{model.name(), profile.device, s.batch, profile.coverage, calibrate::describe_sources(profile)};
+  const ComputeSource c = compute_source(s);
+  return Coverage{c.model, c.device, c.batch, c.coverage, c.sources};
 }
 
 // The sweep block with its file values (model, platform, calibration_db) made absolute against the

@@ -338,7 +338,6 @@ void prepare_layout(Prepared& p, const Scenario& s, const models::ModelOptions& 
   L.memory.recompute = calibrate::recompute_by_name(lay.recompute);
   L.memory.zero_stage = lay.zero;
   L.memory.sequence_parallel = lay.sequence_parallel ? lay.tp : 1;
-  L.memory.hidden = hidden;
 }
 
 // Memory of the fullest rank of a layout at `point` (its dp and micro-batches): every pipeline rank's layers
@@ -475,6 +474,36 @@ void apply_anchor(Prepared& p, const Scenario& s, double samples_per_s) {
                               s.batch / (p.multi_node_profile->step_compute_s() * p.profile.anchor_factor));
 }
 
+// Where a layout point's iteration goes on rank 0 (the first pipeline rank), largest first: compute (of
+// which recompute), the pipeline bubble on an ideal network, tensor/context/expert collectives on the
+// compute stream, data-parallel communication after the last backward, and the rest of the waiting
+// (pipeline transfers, stage imbalance, ZeRO gathers not hidden).
+std::string explain_layout(const sim::PointResult& r, const sim::ParallelLayout& l) {
+  const auto& b = r.breakdown;
+  const double it = r.iteration_time_s;
+  if (!(it > 0)) return "";
+  std::vector<std::pair<double, std::string>> parts;
+  parts.emplace_back(b.compute_s - b.recompute_s, "compute");
+  if (b.recompute_s > 0) parts.emplace_back(b.recompute_s, "recompute (" + l.recompute + ")");
+  const double bubble = std::min(b.bubble_s, std::max(0.0, it - b.compute_s - b.local_collectives_s));
+  if (bubble > 0) parts.emplace_back(bubble, "pipeline bubble");
+  if (b.local_collectives_s > 0) parts.emplace_back(b.local_collectives_s, "tensor/context/expert collectives");
+  const double dp = std::min(b.exposed_after_backward_s, std::max(0.0, it - b.compute_s - b.local_collectives_s - bubble));
+  if (dp > 0) parts.emplace_back(dp, l.zero >= 1 ? "exposed data-parallel/ZeRO communication" : "exposed data-parallel allreduce");
+  double known = 0;
+  for (const auto& [s, what] : parts) known += s;
+  if (it - known > 1e-3 * it)
+    parts.emplace_back(it - known, "other waiting (pipeline transfers, stage imbalance, ZeRO gathers)");
+  std::stable_sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::string out = fmt::format("{} workers, rank 0's {:.1f} ms iteration: ", r.workers, it * 1e3);
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    out += fmt::format("{}{} {:.1f} ms ({:.0f}%)", i ? ", " : "", parts[i].second, parts[i].first * 1e3,
+                       100 * parts[i].first / it);
+  out += fmt::format(". MFU {:.1f}%, {:.0f} tokens/s, {:.1f} GiB on the fullest rank.", 100 * r.mfu, r.tokens_per_s,
+                     r.memory_per_device_B / (1024.0 * 1024 * 1024));
+  return out;
+}
+
 // Transformer outputs of each layout point (tokens/s, model and hardware TFLOP/s per device, MFU, HFU, memory)
 // and efficiency against the smallest entry's throughput per device.
 std::vector<sim::PointResult> finish_layout(const Prepared& p, const Scenario& s, std::vector<sim::PointResult> out) {
@@ -486,10 +515,6 @@ std::vector<sim::PointResult> finish_layout(const Prepared& p, const Scenario& s
       base_workers = r.workers;
       base_per_device = r.throughput / r.workers;
     }
-  ExplainContext context;
-  context.network = p.platform.network.technology;
-  context.device = p.profile.device;
-  context.fusion_bytes = p.base.fusion_bytes;
   for (auto& r : out) {
     const sim::TrainingPoint point = point_of(p, r.workers, 0, "");
     r.tokens_per_s = r.throughput * p.layout.seq_len;
@@ -501,7 +526,7 @@ std::vector<sim::PointResult> finish_layout(const Prepared& p, const Scenario& s
     r.hfu = p.layout.peak_flops > 0 ? r.hardware_tflops_per_device * 1e12 / p.layout.peak_flops : 0;
     r.memory_per_device_B = layout_memory(p, point, device).total_B();
     r.efficiency = base_per_device > 0 ? per_device / base_per_device : 0;
-    r.bottleneck = explain_point(r, context, "");
+    r.bottleneck = explain_layout(r, point.layout);
   }
   (void)s;
   return out;
@@ -610,7 +635,8 @@ ComputeSource compute_source(const Scenario& s) {
   try {
     check_scenario(s);
     const Prepared p = prepare(s);
-    return {s.point.framework.calibration, p.profile.calibration_backend, p.profile.coverage};
+    return {s.point.framework.calibration, p.profile.calibration_backend, p.profile.coverage, p.profile.model,
+            p.profile.device, p.profile.batch, calibrate::describe_sources(p.profile)};
   } catch (const InputError& e) {
     rethrow_for_file(s, e);
   }

@@ -128,3 +128,31 @@ TEST_CASE("calibrate::TrainMemory: transformer layers have passes, work and a de
     if (t.name == "layers.0.attn.core")
       CHECK(t.fwd_s >= m.by_name("layers.0.attn.core").costs.fwd_flops / dev.peak_flops);
 }
+
+TEST_CASE("calibrate::TrainMemory: a tensor-parallel rank keeps s b h (10 + 24/t + 5 a s / h t), s b h (34/t + 5 a s / h t) "
+          "with sequence parallelism (Korthikanti et al.)",
+          "[calibrate]") {
+  const int s = 512, b = 2, t = 4;
+  models::ModelOptions mo;
+  mo.batch = b;
+  mo.seq_len = s;
+  mo.tensor_parallel = t;
+  const auto m = models::build_zoo_model("megatron_1.7b", mo);
+  const double h = 2304, a = 24;
+  TrainMemoryOptions o;
+  o.precision = "bf16-mixed";
+  o.include = [](const models::Layer& l) { return l.row && l.params.seq.block == 0; };
+  double stats = 0;
+  for (const auto& l : m.layers())
+    if (l.row && l.params.seq.block == 0) stats += l.saved.fixed_bytes;
+  const double tp_only = estimate_train_memory(m, o, a100()).activations_B - stats;
+  CHECK(tp_only == Approx(s * b * h * (10 + 24.0 / t + 5 * a * s / (h * t))).epsilon(1e-12));
+  o.sequence_parallel = t;
+  const double sp = estimate_train_memory(m, o, a100()).activations_B;
+  // The LayerNorm statistics are split over the sequence as well.
+  CHECK(sp - stats / t == Approx(s * b * h * (34.0 / t + 5 * a * s / (h * t))).epsilon(1e-12));
+  // A stage keeps up to pp micro-batches in flight: activations scale, weights do not.
+  o.activation_sets = 3;
+  const auto three = estimate_train_memory(m, o, a100());
+  CHECK(three.activations_B == Approx(3 * sp));
+}

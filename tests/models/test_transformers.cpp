@@ -195,3 +195,54 @@ TEST_CASE("models::Transformers: bad fields, shapes and options give one-line er
                         "  - {name: m, op: moe_router, experts: 4, top_k: 5}\n"),
              Catch::Contains("field 'top_k' must be in 1..4"));
 }
+
+TEST_CASE("models::Transformers: a tensor-, context- or expert-parallel rank holds its shard", "[models]") {
+  ModelOptions o;
+  o.batch = 2;
+  o.seq_len = 1024;
+  const auto whole = build_zoo_model("megatron_1.7b", o);
+  o.tensor_parallel = 4;
+  const auto shard = build_zoo_model("megatron_1.7b", o);
+  const std::int64_t h = 2304;
+  CHECK(shard.by_name("layers.0.attn.qkv").dst_shape.c == 3 * h / 4);
+  CHECK(shard.by_name("layers.0.attn.proj").dst_shape.c == h);
+  CHECK(shard.by_name("layers.0.mlp.fc1").dst_shape.c == 4 * h / 4);
+  CHECK(shard.by_name("embed").costs.params == (51200 / 4 + 2048) * h);  // vocabulary split, positions not
+  // The blocks' weight matrices split 4 ways; biases of row-parallel layers and norms stay whole.
+  const auto block_params = [](const Model& m) {
+    std::int64_t p = 0;
+    for (const auto& l : m.layers())
+      if (l.row && l.params.seq.block == 0) p += l.costs.params;
+    return p;
+  };
+  CHECK(block_params(shard) == 12 * h * h / 4 + (3 * h + 4 * h) / 4 + 2 * h + 2 * 2 * h);
+  CHECK(block_params(whole) == 12 * h * h + 3 * h + 4 * h + 2 * h + 2 * 2 * h);
+  // Context parallelism: each rank's rows see seq / cp tokens, its attention all the pairs of its queries.
+  o.tensor_parallel = 1;
+  o.context_parallel = 2;
+  const auto cp = build_zoo_model("megatron_1.7b", o);
+  CHECK(cp.input_shape().h == 512);
+  CHECK(cp.by_name("layers.0.attn.core").costs.fwd_flops ==
+        Approx(whole.by_name("layers.0.attn.core").costs.fwd_flops / 2));
+  // Expert parallelism: Mixtral's 8 experts over 4 ranks, 2 each, the same routed work.
+  ModelOptions m;
+  m.seq_len = 256;
+  const auto mix = build_zoo_model("mixtral_8x7b", m);
+  m.expert_parallel = 4;
+  const auto mix4 = build_zoo_model("mixtral_8x7b", m);
+  CHECK(mix4.by_name("layers.0.mlp.experts").costs.params * 4 == mix.by_name("layers.0.mlp.experts").costs.params);
+  CHECK(mix4.by_name("layers.0.mlp.experts").costs.fwd_flops == Approx(mix.by_name("layers.0.mlp.experts").costs.fwd_flops));
+  // Layouts the model cannot take name the flag.
+  ModelOptions bad;
+  bad.tensor_parallel = 5;
+  CHECK_THROWS_WITH(build_zoo_model("gpt2", bad), Catch::Contains("--tp") && Catch::Contains("12 attention heads"));
+  bad = {};
+  bad.expert_parallel = 2;
+  CHECK_THROWS_WITH(build_zoo_model("gpt2", bad), Catch::Contains("--ep") && Catch::Contains("no experts"));
+  bad = {};
+  bad.context_parallel = 3;
+  CHECK_THROWS_WITH(build_zoo_model("gpt2", bad), Catch::Contains("--cp"));
+  bad = {};
+  bad.tensor_parallel = 2;
+  CHECK_THROWS_WITH(build_zoo_model("resnet50", bad), Catch::Contains("CNN"));
+}
