@@ -229,8 +229,16 @@ PlanSummary run_plan(const Scenario& base, const PlanOptions& options) {
   auto points = expand_sweep(node, spec, origin);
   stamp_points(points, origin);
 
-  // Without --out the results go to a fresh temporary folder, removed afterwards.
+  // Without --out the results go to a fresh temporary folder, removed afterwards; MPI ranks share theirs
+  // through --out.
   std::string dir = options.out_dir;
+  const auto env_int = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::atoi(v) : 0;
+  };
+  const bool under_mpi = std::max(env_int("OMPI_COMM_WORLD_SIZE"), env_int("PMI_SIZE")) > 1;
+  if (dir.empty() && under_mpi)
+    throw InputError("--out: under mpirun the ranks share their results through --out DIR (a folder all ranks see)");
   bool temporary = false;
   if (dir.empty()) {
     std::string pattern = (std::filesystem::temp_directory_path() / "dtsim-plan-XXXXXX").string();

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -147,5 +149,49 @@ TEST_CASE("scenarios::Plan: a rerun with --out skips the layouts already simulat
   CHECK(b["simulated"].get<std::size_t>() == 0);
   CHECK(b["already_done"].get<std::size_t>() == fitting);
   CHECK(b["layouts"][0]["result"]["tokens_per_s"] == a["layouts"][0]["result"]["tokens_per_s"]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("scenarios::Plan: mpirun -np 2 splits the layouts and ranks them as one process does") {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    WARN("mpirun not found: MPI plan not checked");
+    return;
+  }
+  const fs::path dir = fs::temp_directory_path() / ("dtsim_plan_mpi_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string common = " plan --model gpt2 --platform dgx-h100-superpod --workers 2 --global-batch 4 --seq-len 256 "
+                            "--precision bf16-mixed --max-micro-batch 1 --max-vp 1 --max-cp 1 --no-variability "
+                            "--iterations 2 --quiet --format json";
+  const std::string flags = common + " --out ";
+  const auto serial = run_cli({"plan", "--model", "gpt2", "--platform", "dgx-h100-superpod", "--workers", "2",
+                               "--global-batch", "4", "--seq-len", "256", "--precision", "bf16-mixed",
+                               "--max-micro-batch", "1", "--max-vp", "1", "--max-cp", "1", "--no-variability",
+                               "--iterations", "2", "--quiet", "--format", "json", "--out", (dir / "serial").string()});
+  REQUIRE(serial.exit_code == 0);
+  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                          "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun -np 2 -x OMP_NUM_THREADS=1 '" DTSIM_BINARY "'" +
+                          flags + "'" + (dir / "mpi").string() + "' > '" + (dir / "mpi.json").string() + "' 2> '" +
+                          (dir / "mpi.err").string() + "'";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(dir / "mpi.json");
+  const auto a = nlohmann::json::parse(serial.out);
+  const auto b = nlohmann::json::parse(in);
+  CHECK(b["simulated"] == a["fitting"]);
+  REQUIRE(b["layouts"].size() == a["layouts"].size());
+  for (std::size_t i = 0; i < a["layouts"].size(); ++i) {
+    auto x = a["layouts"][i], y = b["layouts"][i];
+    x["result"].erase("wall_s");
+    y["result"].erase("wall_s");
+    CHECK(x == y);
+  }
+  // Without --out the ranks would have no folder in common.
+  const std::string no_out = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                             "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun -np 2 -x OMP_NUM_THREADS=1 '" DTSIM_BINARY "'" +
+                             common + " > /dev/null 2> '" + (dir / "noout.err").string() + "'";
+  CHECK(std::system(no_out.c_str()) != 0);
+  std::ifstream err(dir / "noout.err");
+  const std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  CHECK(text.find("--out") != std::string::npos);
   fs::remove_all(dir);
 }
