@@ -162,3 +162,23 @@ print(f"resnet50 ps   128 workers, --ps auto: CLI wall {wall:6.2f} s (target <= 
       f"{'ok' if wall <= 10 else 'SLOW'}), --jobs {jobs}, {m.group(1) if m else '?'} server counts simulated, "
       f"chose {p['ps_servers']} servers, {p['throughput_samples_per_s']:.0f} img/s, efficiency {p['efficiency']:.3f}")
 PY
+
+# Layout search (issue 39: every layout of a 175B model on 1,024 GPUs <= 2 minutes): `dtsim plan` over GPT-3
+# 175B (benchmarks/data/models/gpt3-175b.json; global batch 1536, sequence 2048 as Narayanan et al. SC'21
+# train it) on dgx-h100-superpod with --jobs 2, stopped at PLAN_TIMEOUT_S (default 600); reports how far it got.
+plan_limit="${PLAN_TIMEOUT_S:-600}"
+plan_dir="$(mktemp -d)"
+start=$(date +%s.%N)
+plan_status=0
+timeout "$plan_limit" "$dtsim" plan --model "$here/benchmarks/data/models/gpt3-175b.json" --platform dgx-h100-superpod \
+  --workers 1024 --global-batch 1536 --seq-len 2048 --precision bf16-mixed --jobs 2 --max-candidates 5000 --quiet \
+  --out "$plan_dir" --top 1 >"$plan_dir/out.txt" 2>&1 || plan_status=$?
+end=$(date +%s.%N)
+plan_wall=$(python3 -c "print(f'{$end - $start:.1f}')")
+plan_done=$(cat "$plan_dir"/results.jsonl "$plan_dir"/parts/* 2>/dev/null | wc -l)
+if [[ $plan_status -eq 0 ]]; then
+  echo "gpt3-175b plan 1024 GPUs: CLI wall ${plan_wall} s (target <= 120 s, $(python3 -c "print('ok' if $plan_wall <= 120 else 'SLOW')")); $(head -1 "$plan_dir/out.txt")"
+else
+  echo "gpt3-175b plan 1024 GPUs: stopped after ${plan_wall} s (target <= 120 s, SLOW) with ${plan_done} layouts simulated"
+fi
+rm -rf "$plan_dir"

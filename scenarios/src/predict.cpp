@@ -21,6 +21,7 @@
 #include "platforms/platform.hpp"
 #include "scenarios/explain.hpp"
 #include "scenarios/scenario.hpp"
+#include "scenarios/src/layout_fit.hpp"
 #include "scenarios/src/progress.hpp"
 
 namespace dtsim::scenarios {
@@ -645,6 +646,24 @@ ComputeSource compute_source(const Scenario& s) {
 std::vector<sim::PointResult> predict_scenario(const Scenario& s, const PredictOptions& options) {
   try {
     return predict_checked(s, options);
+  } catch (const InputError& e) {
+    rethrow_for_file(s, e);
+  }
+}
+
+LayoutFit layout_fit(const Scenario& s) {
+  try {
+    check_scenario(s);
+    const Prepared p = prepare(s);
+    if (!p.layout.active)
+      throw InputError(fmt::format("model '{}' on strategy {}: not a transformer on a parallel layout", s.model,
+                                   s.point.strategy.name()));
+    const int w = s.workers.front();
+    const sim::TrainingPoint point = point_of(p, w, 0, "");
+    sim::check_training(p.platform, profile_of(p, w), point);
+    const auto& device = p.platform.worker_device();
+    const bool checked = !s.allow_oversubscribe && device.kind == platforms::DeviceKind::GPU && device.mem_capacity_B > 0;
+    return {layout_memory(p, point, device).total_B(), checked ? static_cast<double>(device.mem_capacity_B) : 0.0};
   } catch (const InputError& e) {
     rethrow_for_file(s, e);
   }

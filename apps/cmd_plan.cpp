@@ -1,0 +1,150 @@
+// `dtsim plan`: the best parallel layouts of a transformer on a number of GPUs (scenarios/plan.hpp,
+// docs/layout-search.md), from a scenario file and/or predict's flags.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "apps/command.hpp"
+#include "common/errors.hpp"
+#include "common/table.hpp"
+#include "common/text.hpp"
+#include "scenarios/explain.hpp"
+#include "scenarios/fields.hpp"
+#include "scenarios/plan.hpp"
+#include "scenarios/scenario.hpp"
+
+namespace dtsim::apps {
+namespace {
+
+constexpr std::size_t PARAGRAPH_COLUMNS = 100;
+
+struct PlanArgs {
+  std::string scenario, format = "table", out;
+  int jobs = 1, top = 10;
+  std::size_t max_candidates = 2000;
+  bool quiet = false, no_variability = false;
+  scenarios::PlanSpace space;
+  std::map<std::string, std::string> field_text;
+  CLI::App* cmd = nullptr;
+};
+
+scenarios::Scenario build_scenario(const PlanArgs& a) {
+  scenarios::Scenario s;
+  if (!a.scenario.empty()) s = scenarios::load_scenario(a.scenario);
+  else s.name = "cli";
+  for (const auto& f : scenarios::scenario_fields()) {
+    if (f.flag.empty() || a.cmd->count(f.flag) == 0) continue;
+    const std::string text = f.flag_kind == scenarios::FlagKind::SETS_TRUE    ? "true"
+                             : f.flag_kind == scenarios::FlagKind::SETS_FALSE ? "false"
+                                                                              : a.field_text.at(f.key);
+    scenarios::apply_flag(s, f, text);
+    s.field_origin.erase(f.top_key());
+  }
+  if (a.no_variability) s.point.variability = sim::Variability::none();
+  return s;
+}
+
+std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
+
+void print(const PlanArgs& a, const scenarios::PlanSummary& summary, std::ostream& out) {
+  const TextFormat format = parse_text_format(a.format);
+  const auto& e = summary.enumeration;
+  const std::size_t shown = std::min(summary.ranked.size(), static_cast<std::size_t>(a.top));
+  if (format == TextFormat::JSON) {
+    nlohmann::json layouts = nlohmann::json::array();
+    for (std::size_t i = 0; i < shown; ++i) {
+      const auto& row = summary.ranked[i];
+      const auto& l = row.candidate.layout;
+      layouts.push_back({{"rank", i + 1}, {"tp", l.tp}, {"pp", l.pp}, {"vp", l.vp}, {"cp", l.cp}, {"ep", l.ep},
+                         {"micro_batch", row.candidate.micro_batch}, {"zero", l.zero}, {"recompute", l.recompute},
+                         {"sequence_parallel", l.tp > 1}, {"result", sim::to_json(row.result)}});
+    }
+    nlohmann::json doc{{"enumerated", e.enumerated}, {"fitting", e.fitting.size()}, {"dropped", e.dropped},
+                       {"simulated", summary.simulated}, {"already_done", summary.skipped}, {"failed", summary.failed},
+                       {"layouts", layouts}, {"reason", scenarios::plan_reason(summary.ranked)}};
+    out << doc.dump(2) << '\n';
+    return;
+  }
+  const bool human = format == TextFormat::TABLE;
+  if (human) {
+    out << fmt::format("{} enumerated, {} fit and were simulated ({} now, {} already in --out, {} with errors)\n",
+                       plural(static_cast<long long>(e.enumerated), "layout"), e.fitting.size(), summary.simulated,
+                       summary.skipped, summary.failed);
+    for (const auto& [reason, count] : e.dropped) out << fmt::format("  dropped {}: {}\n", count, reason);
+    out << '\n';
+  }
+  const std::string unit = human ? "" : "_s";
+  Table table({"rank", "tp", "pp", "vp", "cp", "ep", "mb", "zero", "recompute", "tokens_per_s", "mfu",
+               human ? "memory" : "memory_B", "iteration" + unit, "bubble" + unit, "local_comm" + unit,
+               "exposed_dp" + unit, "recompute" + unit});
+  const auto time = [&](double v) { return human ? human_seconds(v) : fixed(v, 4); };
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& r = summary.ranked[i].result;
+    const auto& c = summary.ranked[i].candidate;
+    const auto& b = r.breakdown;
+    table.add_row({std::to_string(i + 1), std::to_string(c.layout.tp), std::to_string(c.layout.pp),
+                   std::to_string(c.layout.vp), std::to_string(c.layout.cp), std::to_string(c.layout.ep),
+                   std::to_string(c.micro_batch), std::to_string(c.layout.zero), c.layout.recompute,
+                   fixed(r.tokens_per_s, 0), human ? fixed(r.mfu * 100, 1) + "%" : fixed(r.mfu, 4),
+                   human ? human_bytes(r.memory_per_device_B) : fixed(r.memory_per_device_B, 0),
+                   time(r.iteration_time_s), time(b.bubble_s), time(b.local_collectives_s),
+                   time(b.exposed_after_backward_s), time(b.recompute_s)});
+  }
+  table.print(out, format);
+  if (human && !summary.ranked.empty())
+    out << '\n' << scenarios::wrap_paragraph(scenarios::plan_reason(summary.ranked), PARAGRAPH_COLUMNS);
+}
+
+void run(const PlanArgs& a) {
+  (void)parse_text_format(a.format);
+  if (a.top < 1) throw InputError(fmt::format("--top: must be >= 1, got {}", a.top));
+  const scenarios::Scenario s = build_scenario(a);
+  scenarios::PlanOptions options;
+  options.space = a.space;
+  options.jobs = a.jobs;
+  options.max_candidates = a.max_candidates;
+  options.out_dir = a.out;
+  options.progress = !a.quiet;
+  const auto summary = scenarios::run_plan(s, options);
+  if (summary.mpi_rank != 0) return;
+  if (summary.enumeration.fitting.empty())
+    throw InputError(fmt::format("dtsim plan: none of the {} layouts fits or is valid (see the reasons with --format "
+                                 "json); raise --workers or --global-batch, or pick a larger GPU",
+                                 summary.enumeration.enumerated));
+  print(a, summary, std::cout);
+  if (summary.interrupted)
+    throw Failure("interrupted: finished layouts are kept in --out; run the same command again to finish");
+}
+
+const CommandRegistrar registrar("plan", 35, [](CLI::App& root) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "plan", "Search a transformer's parallel layouts (tp, pp, vp, cp, ep, micro-batch, ZeRO, recomputation) on a "
+              "number of GPUs and print the fastest (docs/layout-search.md)");
+  a->cmd = cmd;
+  cmd->add_option("scenario", a->scenario, "Scenario YAML file (docs/scenario-schema.md); flags override it");
+  for (const auto& f : scenarios::scenario_fields()) {
+    if (f.flag.empty()) continue;
+    if (f.flag_kind == scenarios::FlagKind::VALUE) cmd->add_option(f.flag, a->field_text[f.key], f.help);
+    else cmd->add_flag(f.flag, f.help);
+  }
+  cmd->add_flag("--no-variability", a->no_variability, "Every worker computes alike (as predict's flag)");
+  cmd->add_option("--top", a->top, "Layouts printed, fastest first (default 10)");
+  cmd->add_option("--max-candidates", a->max_candidates,
+                  "Most layouts simulated; more that fit is an error (default 2000)");
+  cmd->add_option("--max-micro-batch", a->space.max_micro_batch, "Largest micro-batch tried (default 8)");
+  cmd->add_option("--max-vp", a->space.max_vp, "Most virtual stages per pipeline rank tried (default 4)");
+  cmd->add_option("--max-cp", a->space.max_cp, "Largest context parallelism tried (default 8)");
+  cmd->add_option("--format", a->format, "table|csv|json");
+  cmd->add_option("--out", a->out,
+                  "Keep every simulated layout in DIR/results.jsonl and results.csv; a rerun skips those done");
+  cmd->add_option("-j,--jobs", a->jobs, "Layouts simulated at once (child processes per rank)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--quiet", a->quiet, "No progress line on stderr");
+  cmd->callback([a] { run(*a); });
+});
+
+}  // namespace
+}  // namespace dtsim::apps

@@ -1,0 +1,78 @@
+// `dtsim plan`: the search for a transformer's best parallel layout on a number of GPUs
+// (docs/layout-search.md). Enumerates tp, pp, vp, cp, ep, micro-batch, ZeRO stage and recomputation,
+// drops the layouts that break a constraint or do not fit in memory (predict's own checks and memory
+// estimate), simulates the rest as a sweep (parallel, resumable, split across MPI ranks) and ranks them.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scenarios/scenario.hpp"
+#include "sim/training.hpp"
+
+namespace dtsim::scenarios {
+
+// How the layouts are enumerated (docs/layout-search.md "Space").
+struct PlanSpace {
+  int max_micro_batch = 8;       // micro-batches among the divisors of a replica's sequences, up to this
+  int max_vp = 4;                // virtual stages per pipeline rank tried with pp > 1
+  int max_cp = 8;                // context parallelism among the divisors of the GPUs, up to this
+  bool tp_within_node = true;    // tensor parallelism among the divisors of the GPUs per node
+};
+
+// One layout of the search: the base scenario with its layout fields and micro-batch replaced.
+struct PlanCandidate {
+  sim::ParallelLayout layout;
+  int micro_batch = 1;
+  std::string key() const;  // "tp=2;pp=4;vp=1;cp=1;ep=1;mb=1;zero=1;recompute=selective"
+};
+
+// What the enumeration found: every candidate kept, and the dropped ones counted by reason (the
+// first line of predict's InputError with the numbers taken out, or "does not fit in memory").
+struct PlanEnumeration {
+  std::size_t enumerated = 0;
+  std::vector<PlanCandidate> fitting;
+  std::vector<double> fitting_memory_B;      // the fullest rank's estimate, one per fitting candidate
+  std::map<std::string, std::size_t> dropped;  // reason -> count
+  double capacity_B = 0;                     // the device's memory
+};
+
+// Enumerates the layouts of `base` (a transformer; one workers entry = the GPUs; global_batch > 0) and
+// checks each without simulating. InputError for a base the search cannot run (no transformer, several
+// workers entries, no global batch).
+PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space);
+
+// `base` with the candidate's layout (sequence parallelism on when tp > 1) and micro-batch.
+Scenario apply_candidate(const Scenario& base, const PlanCandidate& candidate);
+
+struct PlanOptions {
+  PlanSpace space;
+  int jobs = 1;
+  std::size_t max_candidates = 2000;  // layouts simulated at most; InputError naming --max-candidates beyond
+  std::string out_dir;                // results.jsonl + results.csv of the simulated layouts (resumable)
+  bool progress = true;
+};
+
+struct PlanRow {
+  PlanCandidate candidate;
+  sim::PointResult result;  // tokens_per_s, mfu, memory_per_device_B, breakdown ...
+};
+
+struct PlanSummary {
+  PlanEnumeration enumeration;
+  std::size_t simulated = 0, skipped = 0, failed = 0;  // run now, already in out_dir, recorded with an error
+  bool interrupted = false;
+  int mpi_rank = 0;
+  std::vector<PlanRow> ranked;  // every simulated layout, fastest (tokens/s) first
+  std::string jsonl_path;
+};
+
+// Enumerates, filters and simulates the layouts of `base`, fastest first.
+PlanSummary run_plan(const Scenario& base, const PlanOptions& options);
+
+// Why the best layout wins, in words: its bubble, local (tensor/context/expert) collectives, exposed
+// data-parallel communication and recomputation beside the runner-up's.
+std::string plan_reason(const std::vector<PlanRow>& ranked);
+
+}  // namespace dtsim::scenarios
