@@ -425,7 +425,8 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
                                     .label = fmt::format("allgather weights ({}) {} unit {}",
                                                          st.forward ? "forward" : "backward", where, u),
                                     .operation = "allgather", .group = DP,
-                                    .bytes = units[u].grad_B * L.param_bytes_per_grad_byte, .deps = gather_deps});
+                                    .bytes = units[u].grad_B * L.param_bytes_per_grad_byte,
+                                    .priced = L.fold_replicas, .deps = gather_deps});
           std::vector<int> unit_deps = deps;
           unit_deps.push_back(gather);
           const int c = add_compute({.kind = TaskKind::COMPUTE, .phase = st.forward ? TaskPhase::FORWARD : TaskPhase::BACKWARD,
@@ -439,7 +440,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
             grad_done.push_back(p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
                                        .label = fmt::format("reduce-scatter gradients {} unit {}", where, u),
                                        .operation = "reduce-scatter", .group = DP, .bytes = units[u].grad_B,
-                                       .deps = {c}}));
+                                       .priced = L.fold_replicas, .deps = {c}}));
         }
         prev_compute = last_compute = deps.front();
         if (st.forward && !last)

@@ -49,6 +49,9 @@ struct Task {
   int peer = -1;              // SEND / RECV: a slot of the rank's peers (StepPrograms::rank_peers)
   double bytes = 0;           // COLLECTIVE, SEND, RECV
   int tag = 0;                // SEND / RECV: a send matches the receive of the same tag, in order
+  // COLLECTIVE: once a collective of its kind (operation, bytes, group shape) has run on the network, later
+  // ones wait its measured duration instead of moving their bytes again (plan/layout.cpp "Folds").
+  bool priced = false;
   std::vector<int> deps{};    // indices of earlier tasks of the same program
   std::vector<InlineCollective> inline_collectives{};  // COMPUTE: run after it on the compute stream
   // Trace arguments (bucket index, layers, ...), copied into the trace event.
