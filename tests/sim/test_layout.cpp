@@ -160,6 +160,14 @@ TEST_CASE("sim::Layout: the folds match the unfolded run on a network without sh
     CHECK(folded.breakdown.local_collectives_s > 0);
     CHECK(folded.activities < unfolded.activities);
   }
+  SECTION("ZeRO-3 gathers and reduce-scatters priced once") {
+    ParallelLayout l;
+    l.zero = 3;
+    l.micro_batches = 2;
+    const auto folded = run(l, 4, 1, true), unfolded = run(l, 4, 1, false);
+    CHECK(folded.iteration_time_s == Approx(unfolded.iteration_time_s).epsilon(1e-3));
+    CHECK(folded.activities < unfolded.activities);
+  }
   SECTION("data-parallel replicas folded onto one") {
     ParallelLayout l;
     l.pp = 2;
