@@ -507,7 +507,7 @@ std::string explain_layout(const sim::PointResult& r, const sim::ParallelLayout&
 
 // Transformer outputs of each layout point (tokens/s, model and hardware TFLOP/s per device, MFU, HFU, memory)
 // and efficiency against the smallest entry's throughput per device.
-std::vector<sim::PointResult> finish_layout(const Prepared& p, const Scenario& s, std::vector<sim::PointResult> out) {
+std::vector<sim::PointResult> finish_layout(const Prepared& p, std::vector<sim::PointResult> out) {
   const auto& device = p.platform.worker_device();
   double base_per_device = 0;
   int base_workers = 0;
@@ -529,7 +529,6 @@ std::vector<sim::PointResult> finish_layout(const Prepared& p, const Scenario& s
     r.efficiency = base_per_device > 0 ? per_device / base_per_device : 0;
     r.bottleneck = explain_layout(r, point.layout);
   }
-  (void)s;
   return out;
 }
 
@@ -595,7 +594,7 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOp
   }
   std::vector<sim::PointResult> out;
   for (std::size_t i = 0; i < s.workers.size(); ++i) out.push_back(cache.at(s.workers[i], servers[i]));
-  if (p.layout.active) return finish_layout(p, s, std::move(out));
+  if (p.layout.active) return finish_layout(p, std::move(out));
   std::optional<sim::PointResult> baseline;
   for (const auto& r : out)
     if (r.workers == 1) baseline = r;

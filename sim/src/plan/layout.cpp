@@ -511,12 +511,11 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
                                  .label = "allreduce tied embedding gradients", .operation = "allreduce",
                                  .group = EMBEDDING, .bytes = embedding_grad_B, .deps = {last_compute}}));
     // The optimizer step over this rank's chunks (its share of the profile's step; ZeRO 1-3: of its shard).
-    double rank_grad_B = 0, recompute = 0, busy = 0;
+    double rank_grad_B = 0, recompute = 0;
     for (int k = 0; k < vp; ++k) {
       const Chunk& ch = chunks[static_cast<std::size_t>(k * pp + s)];
       rank_grad_B += ch.grad_B + ch.expert_grad_B;
       recompute += ch.recompute_s * m;
-      busy += (ch.fwd_s + ch.bwd_s) * m;
     }
     const double update_s =
         total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp : 1) : 0.0;
@@ -536,7 +535,6 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
         slowest = std::max(slowest, t);
       }
       rank0_bubble = pp > 1 ? (pp - 1) * slowest / vp : 0.0;
-      (void)busy;
     }
     out.programs.push_back(std::move(p));
   }
