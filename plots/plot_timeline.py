@@ -81,6 +81,11 @@ def main():
     if not slices:
         fail(f"{args.trace}: the trace holds no slices to draw")
     os.makedirs(args.out, exist_ok=True)
+    # Tracks with nothing but iteration markers (ranks folded onto a representative: dtsim predict's layout
+    # folds, docs/parallel-layouts.md) are left out.
+    slices = {k: v for k, v in slices.items() if any(s[3] != "iteration" for s in v)}
+    if not slices:
+        fail(f"{args.trace}: the trace holds no slices to draw")
     tracks = sorted(slices, key=lambda k: (GROUP_ORDER.index(k[0]) if k[0] in GROUP_ORDER else 9, k[1]))
     hidden = max(0, len(tracks) - MAX_ROWS)
     tracks = tracks[:MAX_ROWS]
