@@ -24,9 +24,9 @@ struct Chunk {
   double grad_B = 0, expert_grad_B = 0;
   int blocks = 0, attention = 0, moe = 0;
   bool embedding = false, head = false;
-  std::vector<std::pair<int, double>> block_grad_B;  // (block, dense gradient bytes), forward order
-  std::vector<std::pair<int, double>> block_bwd_s;   // (block, backward seconds incl. recompute)
-  std::vector<double> block_fwd_s;                   // forward seconds per block, forward order
+  // Per block of the chunk, forward order: forward seconds, backward seconds (recompute included) and dense
+  // (non-expert) gradient bytes.
+  std::vector<double> block_fwd_s, block_bwd_s, block_grad_B;
 };
 
 struct Step {
@@ -149,15 +149,15 @@ std::vector<Chunk> build_chunks(const calibrate::ComputeProfile& profile, const 
     if (l.block >= 0 && l.block != last_block) {
       ++ch.blocks;
       last_block = l.block;
-      ch.block_grad_B.emplace_back(l.block, 0.0);
-      ch.block_bwd_s.emplace_back(l.block, 0.0);
+      ch.block_grad_B.push_back(0.0);
+      ch.block_bwd_s.push_back(0.0);
       ch.block_fwd_s.push_back(0.0);
     }
     if (!ch.block_fwd_s.empty() && l.block >= 0) ch.block_fwd_s.back() += l.fwd_s;
     if (!expert) {
-      if (!ch.block_grad_B.empty() && l.block >= 0) ch.block_grad_B.back().second += static_cast<double>(l.grad_bytes);
+      if (!ch.block_grad_B.empty() && l.block >= 0) ch.block_grad_B.back() += static_cast<double>(l.grad_bytes);
     }
-    if (!ch.block_bwd_s.empty() && l.block >= 0) ch.block_bwd_s.back().second += l.bwd_s() + recompute;
+    if (!ch.block_bwd_s.empty() && l.block >= 0) ch.block_bwd_s.back() += l.bwd_s() + recompute;
   }
   return chunks;
 }
@@ -191,60 +191,63 @@ std::vector<InlineCollective> local_collectives(const ParallelLayout& L, const C
   return out;
 }
 
+// A chunk's forward or backward as per-block units (seconds, dense gradient bytes) in execution order
+// (backward: last block first), and the chunk's work outside blocks (embedding, final norm, output layer).
+struct Unit {
+  double seconds = 0, grad_B = 0;
+};
+struct BlockUnits {
+  std::vector<Unit> blocks;
+  Unit outside;
+};
+BlockUnits block_units(const Chunk& ch, bool forward) {
+  BlockUnits out;
+  double block_s = 0, block_B = 0;
+  for (std::size_t i = 0; i < ch.block_fwd_s.size(); ++i) {
+    const double s = forward ? ch.block_fwd_s[i] : ch.block_bwd_s[i];
+    out.blocks.push_back({s, ch.block_grad_B[i]});
+    block_s += s;
+    block_B += ch.block_grad_B[i];
+  }
+  if (!forward) std::reverse(out.blocks.begin(), out.blocks.end());
+  out.outside = {std::max(0.0, (forward ? ch.fwd_s : ch.bwd_s) - block_s), std::max(0.0, ch.grad_B - block_B)};
+  return out;
+}
+
 // Gradient buckets of a chunk's last backward, in backward order: blocks whose dense gradients add up to
 // the fusion size (Megatron-LM's DDP buckets, PyTorch DDP's 25 MiB), the chunk's non-block layers with the
-// first (last) bucket; each bucket with its share of the backward time.
-struct Bucket {
-  double bwd_s = 0, grad_B = 0;
-};
-std::vector<Bucket> buckets_of(const Chunk& ch, double fusion_B) {
-  std::vector<Bucket> out;
-  double block_s = 0, block_B = 0;
-  for (const auto& [b, s] : ch.block_bwd_s) block_s += s;
-  for (const auto& [b, g] : ch.block_grad_B) block_B += g;
-  Bucket cur;
-  // Work outside blocks (head first in backward, embedding last).
-  const double outside_s = std::max(0.0, ch.bwd_s - block_s), outside_B = std::max(0.0, ch.grad_B - block_B);
-  cur.bwd_s += ch.head ? outside_s : 0.0;
-  cur.grad_B += ch.head ? outside_B : 0.0;
-  for (std::size_t i = ch.block_bwd_s.size(); i-- > 0;) {
-    cur.bwd_s += ch.block_bwd_s[i].second;
-    cur.grad_B += ch.block_grad_B[i].second;
+// first bucket when they are the output layer (its backward runs first) and with the last otherwise (the
+// embedding's runs last).
+std::vector<Unit> buckets_of(const Chunk& ch, double fusion_B) {
+  const BlockUnits units = block_units(ch, false);
+  std::vector<Unit> out;
+  Unit cur = ch.head ? units.outside : Unit{};
+  for (const Unit& b : units.blocks) {
+    cur.seconds += b.seconds;
+    cur.grad_B += b.grad_B;
     if (fusion_B > 0 && cur.grad_B >= fusion_B) {
       out.push_back(cur);
       cur = {};
     }
   }
-  cur.bwd_s += ch.head ? 0.0 : outside_s;
-  cur.grad_B += ch.head ? 0.0 : outside_B;
-  if (cur.bwd_s > 0 || cur.grad_B > 0 || out.empty()) out.push_back(cur);
+  if (!ch.head) {
+    cur.seconds += units.outside.seconds;
+    cur.grad_B += units.outside.grad_B;
+  }
+  if (cur.seconds > 0 || cur.grad_B > 0 || out.empty()) out.push_back(cur);
   return out;
 }
 
-// ZeRO-3 units of one chunk's forward or backward: (seconds, gradient bytes) per block in execution order,
-// the chunk's work outside blocks folded into the first unit executed.
-struct Unit {
-  double seconds = 0, grad_B = 0;
-};
+// ZeRO-3 units of one chunk's forward or backward: one per block in execution order, the chunk's work
+// outside blocks folded into the first unit executed, its expert gradients spread evenly over the blocks.
 std::vector<Unit> zero3_units(const Chunk& ch, bool forward) {
-  std::vector<Unit> units;
-  double block_s = 0, block_B = 0;
-  for (std::size_t i = 0; i < ch.block_fwd_s.size(); ++i) {
-    const double s = forward ? ch.block_fwd_s[i] : ch.block_bwd_s[i].second;
-    units.push_back({s, ch.block_grad_B[i].second});
-    block_s += s;
-    block_B += ch.block_grad_B[i].second;
-  }
-  const double total_s = forward ? ch.fwd_s : ch.bwd_s;
-  // Expert gradients are inside blocks but kept apart in block_grad_B: spread them evenly.
-  if (!units.empty() && ch.expert_grad_B > 0)
-    for (auto& u : units) u.grad_B += ch.expert_grad_B / static_cast<double>(units.size());
-  const Unit outside{std::max(0.0, total_s - block_s), std::max(0.0, ch.grad_B - block_B)};
-  if (units.empty()) return {outside};
-  if (!forward) std::reverse(units.begin(), units.end());
-  units.front().seconds += outside.seconds;
-  units.front().grad_B += outside.grad_B;
-  return units;
+  BlockUnits units = block_units(ch, forward);
+  if (units.blocks.empty()) return {units.outside};
+  if (ch.expert_grad_B > 0)
+    for (auto& u : units.blocks) u.grad_B += ch.expert_grad_B / static_cast<double>(units.blocks.size());
+  units.blocks.front().seconds += units.outside.seconds;
+  units.blocks.front().grad_B += units.outside.grad_B;
+  return units.blocks;
 }
 
 }  // namespace
@@ -466,14 +469,12 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
         // The last micro-batch's backward of this chunk, cut at gradient buckets: each bucket reduced over
         // the data-parallel group as soon as its backward ends (overlapped with the rest).
         const auto buckets = buckets_of(ch, point.fusion_bytes);
-        double bwd_total = 0;
-        for (const auto& b : buckets) bwd_total += b.bwd_s;
         for (std::size_t k = 0; k < buckets.size(); ++k) {
           std::vector<InlineCollective> share = inline_comm;
           // The inline collectives go with the last segment (their count is per chunk, not per bucket).
           if (k + 1 < buckets.size()) share.clear();
           done = add_compute({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD,
-                        .label = fmt::format("backward {} bucket {}", where, k), .seconds = buckets[k].bwd_s,
+                        .label = fmt::format("backward {} bucket {}", where, k), .seconds = buckets[k].seconds,
                         .deps = deps, .inline_collectives = share,
                         .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}, {"bucket", static_cast<double>(k)}}});
           deps = {done};
