@@ -474,15 +474,20 @@ Kernels kernels_attention(const Layer& l, RowPass pass) {
   return k;
 }
 
-Kernels kernels_moe_router(const Layer& l, RowPass pass) {
+// A linear over every token to `dst_shape.c` outputs, then a softmax over them: forward reads the outputs
+// and writes the probabilities; backward moves `bwd_moves` passes over them.
+Kernels linear_softmax(const Layer& l, RowPass pass, double bwd_moves) {
   Kernels k;
   const Shape& src = l.src_shapes.front();
-  const double tokens = tokens_of(src), x = static_cast<double>(l.dst_shape.c);
-  linear_gemms(k, tokens, static_cast<double>(src.c), x, pass, l.needs_data_grad);
-  if (pass == RowPass::FWD) k.push_back(memory("softmax", FP32_B * 2 * tokens * x));
-  if (pass == RowPass::BWD_DATA && l.needs_data_grad) k.push_back(memory("softmax", FP32_B * 3 * tokens * x));
+  const double tokens = tokens_of(src), out = static_cast<double>(l.dst_shape.c);
+  linear_gemms(k, tokens, static_cast<double>(src.c), out, pass, l.needs_data_grad);
+  if (pass == RowPass::FWD) k.push_back(memory("softmax", FP32_B * 2 * tokens * out));
+  if (pass == RowPass::BWD_DATA && l.needs_data_grad) k.push_back(memory("softmax", FP32_B * bwd_moves * tokens * out));
   return k;
 }
+
+// Router: softmax backward reads P and dP, writes dS.
+Kernels kernels_moe_router(const Layer& l, RowPass pass) { return linear_softmax(l, pass, 3); }
 
 // Each expert runs its gate+up and down GEMMs over its share of the routed tokens (an even split).
 Kernels kernels_moe_experts(const Layer& l, RowPass pass) {
@@ -501,16 +506,8 @@ Kernels kernels_moe_experts(const Layer& l, RowPass pass) {
   return k;
 }
 
-Kernels kernels_lm_head(const Layer& l, RowPass pass) {
-  Kernels k;
-  const Shape& src = l.src_shapes.front();
-  const double tokens = tokens_of(src), v = static_cast<double>(l.dst_shape.c);
-  linear_gemms(k, tokens, static_cast<double>(src.c), v, pass, l.needs_data_grad);
-  // Softmax cross-entropy: reads the logits and writes the probabilities; backward reads them, writes dlogits.
-  if (pass == RowPass::FWD) k.push_back(memory("softmax", FP32_B * 2 * tokens * v));
-  if (pass == RowPass::BWD_DATA && l.needs_data_grad) k.push_back(memory("softmax", FP32_B * 2 * tokens * v));
-  return k;
-}
+// Softmax cross-entropy: backward reads the probabilities and writes dlogits.
+Kernels kernels_lm_head(const Layer& l, RowPass pass) { return linear_softmax(l, pass, 2); }
 
 Kernels kernels_patch_embed(const Layer& l, RowPass pass) {
   const SeqParams& p = l.params.seq;
