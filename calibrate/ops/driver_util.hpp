@@ -63,6 +63,10 @@ void build_softmax_loss(PlanBuilder& b);
 void build_add(PlanBuilder& b);
 void build_concat(PlanBuilder& b);
 void build_dropout(PlanBuilder& b);
+// Shared steps: an eltwise forward and backward of `alg` over `data` (eltwise.cpp); dropout as a multiply by
+// a pre-drawn, scaled MASK forward and of the gradient backward (dropout.cpp).
+void eltwise_steps(PlanBuilder& b, const memory::desc& data, dnnl::algorithm alg);
+void mask_multiply_steps(PlanBuilder& b, const memory::desc& data);
 // Row (transformer) ops, one file each; a row without a driver is left to the device model.
 void build_linear(PlanBuilder& b);
 void build_lm_head(PlanBuilder& b);

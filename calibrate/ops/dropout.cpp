@@ -3,8 +3,7 @@
 
 namespace dtsim::ops::detail {
 
-void build_dropout(PlanBuilder& b) {
-  const memory::desc data = act_md(b.layer().src_shapes.front(), b.problem().layout);
+void mask_multiply_steps(PlanBuilder& b, const memory::desc& data) {
   const dnnl::binary::primitive_desc mul(dnnl::binary::desc(dnnl::algorithm::binary_mul, data, data, data), b.engine());
   const std::size_t mask = b.tensor(Role::MASK, data);
   b.step(Stage::FWD, dnnl::binary(mul),
@@ -16,5 +15,7 @@ void build_dropout(PlanBuilder& b) {
           {DNNL_ARG_DST, b.tensor(Role::DIFF_SRC, data)}},
          mul.impl_info_str());
 }
+
+void build_dropout(PlanBuilder& b) { mask_multiply_steps(b, act_md(b.layer().src_shapes.front(), b.problem().layout)); }
 
 }  // namespace dtsim::ops::detail

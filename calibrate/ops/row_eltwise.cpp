@@ -8,19 +8,7 @@
 namespace dtsim::ops::detail {
 
 void build_gelu(PlanBuilder& b) {
-  using EF = dnnl::eltwise_forward;
-  using EB = dnnl::eltwise_backward;
-  const memory::desc data = tokens_md(b.layer().src_shapes.front());
-  const auto alg = dnnl::algorithm::eltwise_gelu_tanh;
-  const EF::primitive_desc fwd(EF::desc(dnnl::prop_kind::forward_training, alg, data, 0.f, 0.f), b.engine());
-  const std::size_t src = b.tensor(Role::SRC, data);
-  b.step(Stage::FWD, EF(fwd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, b.tensor(Role::DST, data)}}, fwd.impl_info_str());
-  if (!b.problem().bwd_data) return;
-  const EB::primitive_desc bwd(EB::desc(alg, data, data, 0.f, 0.f), b.engine(), fwd);
-  b.step(Stage::BWD_DATA, EB(bwd),
-         {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, b.tensor(Role::DIFF_DST, data)},
-          {DNNL_ARG_DIFF_SRC, b.tensor(Role::DIFF_SRC, data)}},
-         bwd.impl_info_str());
+  eltwise_steps(b, tokens_md(b.layer().src_shapes.front()), dnnl::algorithm::eltwise_gelu_tanh);
 }
 
 void build_swiglu(PlanBuilder& b) {
@@ -71,18 +59,6 @@ void build_residual_add(PlanBuilder& b) {
          sum.impl_info_str());
 }
 
-void build_hidden_dropout(PlanBuilder& b) {
-  const memory::desc data = tokens_md(b.layer().src_shapes.front());
-  const dnnl::binary::primitive_desc mul(dnnl::binary::desc(dnnl::algorithm::binary_mul, data, data, data), b.engine());
-  const std::size_t mask = b.tensor(Role::MASK, data);
-  b.step(Stage::FWD, dnnl::binary(mul),
-         {{DNNL_ARG_SRC_0, b.tensor(Role::SRC, data)}, {DNNL_ARG_SRC_1, mask}, {DNNL_ARG_DST, b.tensor(Role::DST, data)}},
-         mul.impl_info_str());
-  if (!b.problem().bwd_data) return;
-  b.step(Stage::BWD_DATA, dnnl::binary(mul),
-         {{DNNL_ARG_SRC_0, b.tensor(Role::DIFF_DST, data)}, {DNNL_ARG_SRC_1, mask},
-          {DNNL_ARG_DST, b.tensor(Role::DIFF_SRC, data)}},
-         mul.impl_info_str());
-}
+void build_hidden_dropout(PlanBuilder& b) { mask_multiply_steps(b, tokens_md(b.layer().src_shapes.front())); }
 
 }  // namespace dtsim::ops::detail
