@@ -343,7 +343,8 @@ void prepare_layout(Prepared& p, const Scenario& s, const models::ModelOptions& 
 
 // Memory of the fullest rank of a layout at `point` (its dp and micro-batches): every pipeline rank's layers
 // with the activations its schedule keeps (1F1B: up to pp - s micro-batches on stage s; interleaved: its
-// warm-up's chunk forwards; GPipe: all), ZeRO over the data-parallel group.
+// warm-up's chunk forwards; GPipe: all), ZeRO over the data-parallel group with the context-parallel ranks
+// (they hold the same weights: sim/src/plan/layout.cpp).
 calibrate::TrainMemory layout_memory(const Prepared& p, const sim::TrainingPoint& point, const platforms::Device& device) {
   const auto& lay = point.layout;
   const int dp = point.workers / lay.model_parallel();
@@ -358,7 +359,7 @@ calibrate::TrainMemory layout_memory(const Prepared& p, const sim::TrainingPoint
   calibrate::TrainMemory worst;
   for (int s = 0; s < lay.pp; ++s) {
     calibrate::TrainMemoryOptions o = p.layout.memory;
-    o.dp = dp;
+    o.dp = dp * lay.cp;
     bool seen = false;
     o.include = [&, s](const models::Layer& l) {
       int chunk = 0;

@@ -137,6 +137,38 @@ TEST_CASE("sim::Layout: ZeRO-3 gathers each parameter twice per micro-batch and 
   }
 }
 
+TEST_CASE("sim::Layout: gradients and ZeRO shards span the data- and context-parallel ranks together",
+          "[sim][layout]") {
+  // tp 1, cp 2, dp 2 on 4 ranks (order tp-cp-dp-pp): context-parallel ranks hold the same weights, so the
+  // gradient collectives run on the 4-rank dp-cp group, as Megatron-LM's DDP and distributed optimizer do.
+  for (int zero : {0, 1, 3}) {
+    ParallelLayout l;
+    l.cp = 2;
+    l.zero = zero;
+    l.micro_batches = 2;
+    l.fold_replicas = false;
+    const auto profile = blocks_profile(4, 1000);
+    const auto pr = plan_layout(profile, layout_point(4, l));
+    int gradient_collectives = 0;
+    for (const Task& t : pr.of(1).tasks) {
+      if (t.kind != TaskKind::COLLECTIVE) continue;  // no attention: no context-parallel kv exchange
+      const auto& g = pr.groups[static_cast<std::size_t>(pr.group_of(1, t))];
+      CHECK(g.ranks == std::vector<int>{0, 1, 2, 3});
+      ++gradient_collectives;
+    }
+    CHECK(gradient_collectives > 0);
+  }
+  // With cp 2 and dp 1 the gradients are still reduced (over the two context-parallel ranks).
+  ParallelLayout l;
+  l.cp = 2;
+  l.micro_batches = 1;
+  const auto pr = plan_layout(blocks_profile(2, 1000), layout_point(2, l));
+  double reduced = 0;
+  for (const Task& t : pr.of(0).tasks)
+    if (t.kind == TaskKind::COLLECTIVE && t.operation == "allreduce") reduced += t.bytes;
+  CHECK(reduced == Approx(2000));
+}
+
 TEST_CASE("sim::Layout: the folds match the unfolded run on a network without shared links", "[sim][layout]") {
   const auto profile = blocks_profile(4, 1 << 20);
   // Tensor-parallel pairs inside a node (per_node 2); replicas each on a node of their own (per_node 1), as

@@ -125,5 +125,13 @@ TEST_CASE("sim::RankGrid: groups follow Megatron-LM's order, tensor-parallel ran
     CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
   }
   CHECK_THROWS_AS(RankGrid({{"tp", 0}}), InputError);
+  // Several dimensions at once: Megatron-LM's dp-cp group (ranks differing only in cp and dp).
+  const RankGrid g2({{"tp", 2}, {"cp", 2}, {"dp", 2}, {"pp", 2}});
+  const auto dpcp = g2.joint_groups({"cp", "dp"});
+  REQUIRE(dpcp.size() == 4);
+  CHECK(dpcp[0].ranks == std::vector<int>{0, 2, 4, 6});
+  CHECK(dpcp[1].ranks == std::vector<int>{1, 3, 5, 7});
+  CHECK(dpcp[2].ranks == std::vector<int>{8, 10, 12, 14});
+  CHECK(dpcp[0].name == "cp-dp 0");
   CHECK_THROWS_AS(RankGrid({{"tp", 2}, {"tp", 2}}), InputError);
 }

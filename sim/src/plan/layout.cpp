@@ -300,6 +300,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
   check_layout(L, point.workers);
   const int W = point.workers;
   const int dp = W / L.model_parallel();
+  const int dp_cp = dp * L.cp;  // the gradient group's size (DP slot)
   std::vector<GridDim> dims;
   {
     std::string rest = L.order;
@@ -332,8 +333,12 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
   };
   add_groups(grid.groups("tp"), TP);
   add_groups(grid.groups("cp"), CP);
+  // Gradients, ZeRO shards and their gathers span the data-parallel ranks together with the context-parallel
+  // ones: those hold the same weights and see other parts of the same sequences (Megatron-LM's
+  // DistributedDataParallel and distributed optimizer use get_data_parallel_group(with_context_parallel=True),
+  // core/distributed/distributed_data_parallel.py).
+  add_groups(L.cp > 1 ? grid.joint_groups({"cp", "dp"}) : grid.groups("dp"), DP);
   const auto dp_groups = grid.groups("dp");
-  add_groups(dp_groups, DP);
   {
     std::vector<ProcessGroup> ep_groups, edp_groups;
     for (const auto& g : dp_groups) {
@@ -414,7 +419,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
                               .label = "receive gradient " + where, .peer = NEXT, .bytes = L.pp_bytes,
                               .tag = tag(false, st.micro, g + 1)}));
       }
-      if (L.zero == 3 && dp > 1) {
+      if (L.zero == 3 && dp_cp > 1) {
         // FSDP full shard / ZeRO-3, one unit per block (FSDP's transformer-block wrapping): each block's
         // weights gathered before its forward and again before its backward, prefetched one block ahead
         // (the gather of a unit waits for the compute two units back), its gradient reduce-scattered after
@@ -461,7 +466,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
         done = add_compute({.kind = TaskKind::COMPUTE, .phase = TaskPhase::FORWARD, .label = "forward " + where,
                       .seconds = ch.fwd_s, .deps = deps, .inline_collectives = inline_comm,
                       .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}}});
-      } else if (!last_backward || dp == 1) {
+      } else if (!last_backward || dp_cp == 1) {
         done = add_compute({.kind = TaskKind::COMPUTE, .phase = TaskPhase::BACKWARD, .label = "backward " + where,
                       .seconds = ch.bwd_s, .deps = deps, .inline_collectives = inline_comm,
                       .args = {{"micro_batch", st.micro}, {"chunk", st.chunk}}});
@@ -490,7 +495,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
                                                           L.zero >= 1 ? "reduce-scatter" : "allreduce", st.chunk),
                                      .operation = L.zero >= 1 ? "reduce-scatter" : "allreduce", .group = EXPERT_DP,
                                      .bytes = ch.expert_grad_B, .deps = {done}}));
-        else if (ch.expert_grad_B > 0 && L.ep == 1 && dp > 1)
+        else if (ch.expert_grad_B > 0 && L.ep == 1 && dp_cp > 1)
           grad_done.push_back(p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION,
                                      .label = fmt::format("allreduce expert gradients chunk {}", st.chunk),
                                      .operation = L.zero >= 1 ? "reduce-scatter" : "allreduce", .group = DP,
@@ -519,10 +524,10 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
       recompute += ch.recompute_s * m;
     }
     const double update_s =
-        total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp : 1) : 0.0;
+        total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp_cp : 1) : 0.0;
     const int update = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::UPDATE, .label = "optimizer update",
                               .seconds = update_s, .deps = grad_done});
-    if ((L.zero == 1 || L.zero == 2) && dp > 1)
+    if ((L.zero == 1 || L.zero == 2) && dp_cp > 1)
       p.add({.kind = TaskKind::COLLECTIVE, .phase = TaskPhase::COMMUNICATION, .label = "allgather updated weights",
              .operation = "allgather", .group = DP, .bytes = rank_grad_B * L.param_bytes_per_grad_byte,
              .deps = {update}});

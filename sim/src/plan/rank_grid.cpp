@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 #include "common/errors.hpp"
 
 namespace dtsim::sim {
@@ -61,6 +64,24 @@ std::vector<ProcessGroup> RankGrid::groups(const std::string& dim) const {
     if (seen[static_cast<std::size_t>(r)]) continue;
     out.push_back(group_of(r, dim));
     for (int q : out.back().ranks) seen[static_cast<std::size_t>(q)] = true;
+  }
+  return out;
+}
+
+std::vector<ProcessGroup> RankGrid::joint_groups(const std::vector<std::string>& dims) const {
+  std::string name;
+  for (const auto& d : dims) name += (name.empty() ? "" : "-") + d;
+  // Ranks with equal coordinates along every other dimension share a group; ascending rank order is the
+  // grid's mixed-radix order of the grouped coordinates.
+  std::map<std::vector<int>, std::size_t> index;
+  std::vector<ProcessGroup> out;
+  for (int r = 0; r < ranks(); ++r) {
+    std::vector<int> key;
+    for (const auto& d : dims_)
+      if (std::find(dims.begin(), dims.end(), d.name) == dims.end()) key.push_back(coordinate(r, d.name));
+    auto [it, added] = index.try_emplace(key, out.size());
+    if (added) out.push_back({fmt::format("{} {}", name, out.size()), {}});
+    out[it->second].ranks.push_back(r);
   }
   return out;
 }

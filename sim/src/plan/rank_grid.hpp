@@ -29,6 +29,10 @@ class RankGrid {
   std::vector<ProcessGroup> groups(const std::string& dim) const;
   // The group along `dim` that `rank` belongs to.
   ProcessGroup group_of(int rank, const std::string& dim) const;
+  // The groups along several dimensions at once: ranks that differ only in those coordinates (Megatron-LM's
+  // data-parallel group with context parallelism, "dp-cp"), each in rank order, the groups in order of their
+  // first rank. Named "<dims joined by '-'> <i>".
+  std::vector<ProcessGroup> joint_groups(const std::vector<std::string>& dims) const;
 
  private:
   int stride(std::size_t d) const;
