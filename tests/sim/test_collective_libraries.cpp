@@ -160,6 +160,58 @@ TEST_CASE("sim::CollectiveLibrary: Open MPI reduces GPU buffers in host memory, 
   CHECK(library_call(cpu, 4, 4, BYTES).device_host_Bps == 0);
 }
 
+TEST_CASE("sim::CollectiveLibrary: Horovod on host buffers is copy out + host allreduce + host reduction + copy back "
+          "(closed form, 2 nodes)",
+          "[sim][coll][library]") {
+  // One GPU per node on a uniform star; the PCIe link is far faster than the network and adds no latency,
+  // so the host ring of 2 is 2 steps of S/2 over the network, each paying its route's 2 x LAT.
+  constexpr double BW = 1.25e9, LAT = 5e-6, PCIE_Bps = 16e9, BYTES = 64e6;
+  auto p = test_platforms::uniform_star(2, BW, LAT);
+  p.node.cpu = "xeon-e5-2680-v4";  // 76.8 GB/s over 14 cores (platforms/devices.yaml)
+  p.node.gpu = "test-gpu";
+  p.node.gpus = 1;
+  p.node.intra.kind = platforms::IntraNodeKind::PCIE;
+  p.node.intra.link_bandwidth_Bps = PCIE_Bps;
+  p.node.intra.uplink_bandwidth_Bps = PCIE_Bps;
+  p.node.intra.latency_s = 0;
+  const auto& host = collective_library_by_name("horovod-host-openmpi-4.0", "test");
+  CHECK(host.stages_device_buffers);
+  CHECK(host.framework_stages_to_host);
+  CHECK(!collective_library_by_name("openmpi-4.0", "test").framework_stages_to_host);
+  const auto c = library_call(p, 2, 2, BYTES);
+  const double dma_Bps =
+      PCIE_Bps * platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
+  const double core_Bps = 76.8e9 / 14;
+  CHECK(c.device_host_Bps == Approx(dma_Bps));
+  CHECK(c.host_core_Bps == Approx(core_Bps));
+  CHECK(c.rank_core_Bps == 0);  // GPU ranks: no worker-core charge
+  LibraryChoice chosen;
+  const double t = test_platforms::in_world(p, {2, 1}, [&](World& w) {
+    double end = -1;
+    start_library_allreduce(w, host, c, {0, 1}, "", CommMode::FINE, [&] { end = w.now(); }, &chosen);
+    w.run();
+    return end;
+  });
+  // Open MPI's fixed rule at 64 MB: the ring (segmented); each rank reduces its half once (read 2, write 1).
+  CHECK(host.choose(c, "").algorithm == "ring");
+  const double d2h = BYTES / dma_Bps, h2d = BYTES / dma_Bps;
+  const double ring = 2 * (2 * LAT + BYTES / 2 / BW);
+  const double reduce = 3 * (BYTES / 2) / core_Bps;
+  CHECK(t == Approx(d2h + ring + reduce + h2d).epsilon(1e-6));
+  // Recursive doubling below 10,000 B: log2(4) = 2 reductions of the whole vector, 3 with 5 ranks (fold).
+  auto small = c;
+  small.bytes = 4096;
+  small.ranks = 4;
+  const auto rd = host.choose(small, "");
+  CHECK(rd.algorithm == "rd");
+  CHECK(host.host_reduce_s(small, rd) == Approx(3 * 2 * 4096 / core_Bps));
+  small.ranks = 5;
+  CHECK(host.host_reduce_s(small, rd) == Approx(3 * 3 * 4096 / core_Bps));
+  // Its name is a row: --help lists it, an unknown name's error names it.
+  CHECK(collective_library_help().find("horovod-host-openmpi-4.0") != std::string::npos);
+  CHECK_THROWS_WITH(check_collective_library("horovod-host"), Catch::Contains("horovod-host-openmpi-4.0"));
+}
+
 TEST_CASE("sim::Collective: recursive doubling crosses nodes only at distances >= ranks per node", "[sim][coll]") {
   const auto& rd = *collective_or_null("allreduce", "rd");
   const auto split = rd.bytes_moved({8, 2, 4}, 1e6);  // distances 1, 2 inside a node, 4 across

@@ -327,6 +327,41 @@ TEST_CASE("sim::Training: Horovod fuses at each tick what is ready, so a large t
   CHECK(hvd.iteration_time_s < fwd_bwd + UPDATE_S + 1.5e-3);
 }
 
+TEST_CASE("sim::Training: Horovod on host buffers adds host fusion memcpys, copies out and back and host "
+          "reductions around the network allreduce (closed form)",
+          "[sim][training]") {
+  // 2 GPU nodes, 10 tensors of 4 MB fused into one 40 MB buffer after backward (no overlap, no cycle).
+  constexpr double NIC_Bps = 1e9, BYTES = 10 * LAYER_GRAD_BYTES;
+  auto plat = star_platform(NIC_Bps, 2, 1);
+  plat.node.cpu = "xeon-e5-2680-v4";  // one core: 76.8 GB/s / 14 (platforms/devices.yaml)
+  const auto prof = uniform_profile(10);
+  auto p = point(S("allreduce-ring"), 2);
+  p.fusion_bytes = 1e12;
+  p.overlap = false;
+  p.iterations = 1;
+  p.framework.fusion_copies = true;
+  p.collective_library = "horovod-host-openmpi-4.0";
+  const double core_Bps = 76.8e9 / 14;
+  const double dma_Bps = plat.node.intra.link_bandwidth_Bps *
+                         platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
+  const double fusion = 2 * BYTES / core_Bps;      // memcpy in (read + write), and the same out
+  const double staging = 2 * BYTES / dma_Bps;      // device to host, host to device
+  const double ring = 2 * (BYTES / 2) / NIC_Bps;   // 2 ranks: 2 steps of half the buffer
+  const double reduce = 3 * (BYTES / 2) / core_Bps;  // each rank reduces its half once
+  const double fwd_bwd = 10 * (LAYER_FWD_S + LAYER_BWD_S);
+  const auto r = sim::simulate_training(plat, prof, p);
+  CHECK(r.iteration_time_s == Approx(fwd_bwd + 2 * fusion + staging + ring + reduce + UPDATE_S).epsilon(1e-3));
+  // The host collective runs no GPU kernel: a bucket reduced under the backward does not slow it.
+  auto q = point(S("allreduce-ring"), 2);
+  q.fusion_bytes = 0;
+  q.collective_library = "horovod-host-openmpi-4.0";
+  q.interference = false;
+  const auto off = sim::simulate_training(plat, uniform_profile(2), q);
+  q.interference = true;
+  CHECK(sim::simulate_training(plat, uniform_profile(2), q).iteration_time_s ==
+        Approx(off.iteration_time_s).epsilon(1e-12));
+}
+
 TEST_CASE("sim::Training: real data stalls when storage is slower than compute", "[sim][training]") {
   auto plat = star_platform(10e9);
   plat.storage.kind = platforms::StorageKind::LOCAL_SSD;

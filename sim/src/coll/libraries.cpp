@@ -19,10 +19,11 @@ CollectiveLibrary library_nccl();
 CollectiveLibrary library_openmpi();
 CollectiveLibrary library_mvapich2();
 CollectiveLibrary library_gloo();
+CollectiveLibrary library_horovod_host();
 
 const std::vector<CollectiveLibrary>& collective_library_table() {
   static const std::vector<CollectiveLibrary> table{
-      library_none(), library_nccl(), library_openmpi(), library_mvapich2(), library_gloo(),
+      library_none(), library_nccl(), library_openmpi(), library_mvapich2(), library_gloo(), library_horovod_host(),
   };
   return table;
 }
@@ -91,10 +92,11 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
     c.device_host_Bps = platform.node.device_link_Bps() *
                         platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
   // CPU ranks: one core's share of its socket's memory bandwidth (platforms/devices.yaml, with its source).
-  if (platform.node.gpus == 0)
-    if (const platforms::Device* cpu = platforms::DeviceCatalog::builtin().by_name_or_null(platform.node.cpu);
-        cpu != nullptr && cpu->cores > 0)
-      c.rank_core_Bps = cpu->mem_bandwidth_Bps / cpu->cores;
+  if (const platforms::Device* cpu = platforms::DeviceCatalog::builtin().by_name_or_null(platform.node.cpu);
+      cpu != nullptr && cpu->is_cpu() && cpu->cores > 0) {
+    c.host_core_Bps = cpu->mem_bandwidth_Bps / cpu->cores;
+    if (platform.node.gpus == 0) c.rank_core_Bps = c.host_core_Bps;
+  }
   return c;
 }
 
@@ -112,24 +114,37 @@ void start_library_allreduce(World& world, const CollectiveLibrary& library, con
   // link, in parallel), the host collective runs, and the result is copied back before the call returns.
   const double copy_s =
       library.stages_device_buffers && call.device_host_Bps > 0 && ranks.size() > 1 ? call.bytes / call.device_host_Bps : 0;
+  // Host reductions (every rank at once, each forwarding a block only once it is reduced): after the
+  // transfers, before the copy back.
+  const double after_s = copy_s + (library.host_reduce_s && ranks.size() > 1 ? library.host_reduce_s(call, choice) : 0);
   // A library running on the worker's cores: each rank's copies and reductions, a computation on its
   // device beside whatever it computes meanwhile (its share of the device while both run).
   const double core_s = library.runs_on_worker_cores && call.rank_core_Bps > 0 && ranks.size() > 1
                             ? host_ring_traffic_B(call.bytes, static_cast<int>(ranks.size())) / call.rank_core_Bps /
                                   std::max(1, call.rank_threads)
                             : 0;
-  auto collective = [&world, &algorithm, ranks, wire_B, mode, copy_s, core_s, done = std::move(done)]() mutable {
+  auto collective = [&world, &algorithm, ranks, wire_B, mode, copy_s, after_s, core_s,
+                     done = std::move(done)]() mutable {
     if (core_s > 0)
       for (const int r : ranks) world.compute(r, core_s, [] {});
-    if (copy_s <= 0) {
+    if (copy_s <= 0 && after_s <= 0) {
       start_collective(world, algorithm, ranks, wire_B, mode, std::move(done));
       return;
     }
-    world.after(copy_s, [&world, &algorithm, ranks, wire_B, mode, copy_s, done = std::move(done)]() mutable {
-      start_collective(world, algorithm, ranks, wire_B, mode, [&world, copy_s, done = std::move(done)]() mutable {
-        world.after(copy_s, std::move(done));
+    auto run = [&world, &algorithm, ranks, wire_B, mode, after_s, done = std::move(done)]() mutable {
+      start_collective(world, algorithm, ranks, wire_B, mode, [&world, after_s, done = std::move(done)]() mutable {
+        if (after_s > 0) {
+          world.after(after_s, std::move(done));
+        } else {
+          done();
+        }
       });
-    });
+    };
+    if (copy_s > 0) {
+      world.after(copy_s, std::move(run));
+    } else {
+      run();
+    }
   };
   if (ranks.size() < 2 || choice.call_latency_s <= 0) {
     collective();

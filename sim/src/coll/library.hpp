@@ -38,6 +38,10 @@ struct LibraryCall {
   // rank, for a library whose collective runs on the worker's cores (runs_on_worker_cores); 0 / 1 on GPUs.
   double rank_core_Bps = 0;
   int rank_threads = 1;
+  // Any node whose CPU the catalog knows: one core's share of its socket's memory bandwidth, what a
+  // single-threaded host reduction or memcpy (MPI's ompi_op_reduce, Horovod's fusion memcpy) runs at on
+  // GPU and CPU nodes alike; 0: CPU not in the catalog.
+  double host_core_Bps = 0;
   int ranks_per_node() const { return nodes > 0 ? (ranks + nodes - 1) / nodes : ranks; }
 };
 
@@ -65,6 +69,15 @@ struct CollectiveLibrary {
   // reductions take the worker's own cores: each rank's memory traffic (host_ring_traffic_B) is charged as
   // a computation on its device at one core's bandwidth, sharing the device with the backward it overlaps.
   bool runs_on_worker_cores = false;
+  // The framework, not the library, stages GPU tensors through host memory and hands the library host
+  // buffers (Horovod built without GPU operations; lib_horovod_host.cpp): the collective runs no kernel on
+  // the GPU, so it does not slow the backward it overlaps, and the framework's fusion buffer is host
+  // memory, so the fusion copies are memcpys at LibraryCall::host_core_Bps.
+  bool framework_stages_to_host = false;
+  // Seconds a call's reductions on the host CPU add to it, serially with its transfers (Open MPI's ring
+  // reduces each received block before forwarding it); empty: nothing charged (the GPU libraries reduce on
+  // the GPU, within the modelled bandwidth).
+  std::function<double(const LibraryCall& call, const LibraryChoice& choice)> host_reduce_s = nullptr;
 };
 
 // Memory traffic of one rank of a ring allreduce of `bytes` over `ranks` ranks run by the CPU over TCP
@@ -82,7 +95,8 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
 
 // Starts one allreduce as the library runs it: the library's call latency, then the chosen algorithm
 // over `ranks` with bytes / efficiency on the wire (a library that stages device buffers copies them
-// to host memory first and back after, bytes / device_host_Bps each). `chosen` receives the decision.
+// to host memory first and back after, bytes / device_host_Bps each; a library with host_reduce_s adds
+// its host reductions before the copy back). `chosen` receives the decision.
 void start_library_allreduce(World& world, const CollectiveLibrary& library, const LibraryCall& call,
                              const std::vector<int>& ranks, const std::string& forced, CommMode mode, Done done,
                              LibraryChoice* chosen = nullptr);

@@ -39,7 +39,10 @@ class AllreduceExchange final : public Exchange {
     for (const auto& l : replay.profile().layers) tensors += l.grad_bytes > 0 ? 1 : 0;
     negotiation_B_ = NEGOTIATION_WORD_B * ((tensors + TENSORS_PER_WORD - 1) / TENSORS_PER_WORD);
     if (replay.point().framework.fusion_copies) {  // only then is the device's memory bandwidth needed
-      const double mem_Bps = replay.platform().worker_device().mem_bandwidth_Bps;
+      // A host fusion buffer (library_.framework_stages_to_host) is filled by one host core's memcpy.
+      const double mem_Bps = library_.framework_stages_to_host
+                                 ? library_call(replay.platform(), replay.workers(), 1, 0).host_core_Bps
+                                 : replay.platform().worker_device().mem_bandwidth_Bps;
       copy_s_per_B_ = mem_Bps > 0 ? COPY_TRAFFIC_PER_BYTE / mem_Bps : 0;
     }
     fuse_ready_ = replay.point().cycle_s > 0;
@@ -176,10 +179,12 @@ class AllreduceExchange final : public Exchange {
         }
       };
       auto run = [this, call, copy_out = std::move(copy_out)]() mutable {
-        replay_.comm_begin(-1);  // the collective's kernels hold every worker's device until it ends
+        // The collective's kernels hold every worker's device until it ends; a host collective runs none.
+        const bool kernels = !library_.framework_stages_to_host;
+        if (kernels) replay_.comm_begin(-1);
         start_library_allreduce(replay_.world(), library_, call, ranks_, forced_, replay_.point().comm_mode,
-                                [this, copy_out = std::move(copy_out)]() mutable {
-                                  replay_.comm_end(-1);
+                                [this, kernels, copy_out = std::move(copy_out)]() mutable {
+                                  if (kernels) replay_.comm_end(-1);
                                   copy_out();
                                 });
       };
