@@ -33,9 +33,10 @@ PRECISIONS = ("fp32", "tf32", "fp16-mixed", "bf16-mixed", "fp8")
 RECOMPUTE = ("none", "selective", "full")
 REQUIRED = ("id", "model", "gpus", "precision", "seq_len", "global_batch", "micro_batch", "tp", "pp", "figure", "unit")
 INTS = ("gpus", "seq_len", "global_batch", "micro_batch", "tp", "pp", "vp", "cp", "ep", "zero", "eq3_layers", "eq3_hidden",
-        "eq3_vocab")
-OPTIONAL = ("vp", "cp", "ep", "sp", "zero", "recompute", "assumed", "platform", "eq3_layers", "eq3_hidden", "eq3_vocab", "mfu",
-            "tflops_per_gpu", "model_tflops_per_gpu", "iteration_time_s", "note")
+        "eq3_vocab", "mlm_predictions")
+OPTIONAL = ("vp", "cp", "ep", "sp", "zero", "recompute", "flash_attention", "mlm_predictions", "assumed", "platform",
+            "eq3_layers", "eq3_hidden", "eq3_vocab", "mfu", "tflops_per_gpu", "model_tflops_per_gpu", "iteration_time_s",
+            "note")
 # Layout fields, the predict flag each needs and the value dtsim takes without it.
 LAYOUT_FLAGS = (("tp", "--tp", 1), ("pp", "--pp", 1), ("vp", "--vp", 1), ("cp", "--cp", 1), ("ep", "--ep", 1),
                 ("zero", "--zero", 0), ("recompute", "--recompute", "none"))
@@ -79,8 +80,11 @@ def load_rows(path, root):
             fail(f"{where}: field 'unit' must be one of {', '.join(UNITS)}, got {row['unit']!r}")
         if not isinstance(row["figure"], (int, float)) or isinstance(row["figure"], bool) or row["figure"] <= 0:
             fail(f"{where}: field 'figure' must be a positive number, got {row['figure']!r}")
-        if "sp" in row and not isinstance(row["sp"], bool):
-            fail(f"{where}: field 'sp' must be true or false, got {row['sp']!r}")
+        for key in ("sp", "flash_attention"):
+            if key in row and not isinstance(row[key], bool):
+                fail(f"{where}: field '{key}' must be true or false, got {row[key]!r}")
+        if row.get("mlm_predictions", 0) > row["seq_len"]:
+            fail(f"{where}: field 'mlm_predictions' {row['mlm_predictions']} exceeds seq_len {row['seq_len']}")
         if row["unit"] == "tflops_per_gpu_eq3" and not all(k in row for k in ("eq3_layers", "eq3_hidden", "eq3_vocab")):
             fail(f"{where}: unit tflops_per_gpu_eq3 needs eq3_layers, eq3_hidden and eq3_vocab")
         model_parallel = row["tp"] * row["pp"] * row.get("cp", 1)
@@ -135,6 +139,10 @@ def layout(row):
         parts.append(f"z{row['zero']}")
     if row.get("recompute", "none") != "none":
         parts.append(f"rc-{row['recompute'][:3]}")
+    if row.get("flash_attention") is False:
+        parts.append("dense-attn")
+    if row.get("mlm_predictions", 0):
+        parts.append(f"mlm{row['mlm_predictions']}")
     parts.append(f"mb{row['micro_batch']} gb{row['global_batch']} s{row['seq_len']} {row['precision']}")
     return " ".join(parts)
 
@@ -160,6 +168,16 @@ def command(dtsim, row, flags, precisions, seq_cache):
             argv.append("--sequence-parallel")
         else:
             missing.append("--sequence-parallel")
+    if row.get("flash_attention") is False:  # the code ran dense attention kernels (dtsim's default: flash)
+        if "--no-flash-attention" in flags:
+            argv.append("--no-flash-attention")
+        else:
+            missing.append("--no-flash-attention")
+    if row.get("mlm_predictions", 0):
+        if "--mlm-predictions" in flags:
+            argv += ["--mlm-predictions", str(row["mlm_predictions"])]
+        else:
+            missing.append("--mlm-predictions")
     if "--seq-len" in flags and "--global-batch" in flags and "--micro-batch" in flags:
         argv += ["--seq-len", str(row["seq_len"]), "--global-batch", str(row["global_batch"]), "--micro-batch",
                  str(row["micro_batch"])]

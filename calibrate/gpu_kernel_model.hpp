@@ -132,6 +132,12 @@ std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const model
                                         const platforms::Device& device, std::string_view gemm_precision,
                                         double byte_scale, std::string_view attention_precision = {});
 
+// The first kernel of that pass the model has no fit for, as "<kind> in <precision>" (e.g. "attention in
+// fp32") or "memory", or "" when row_tensor_pass_s times the pass; "kernels" for a row that lists none.
+std::string row_tensor_missing_fit(const GpuKernelModel& model, const models::Layer& layer, Pass pass,
+                                   const platforms::Device& device, std::string_view gemm_precision,
+                                   std::string_view attention_precision = {});
+
 // True for the layers the kernel model times: conv2d and fully_connected.
 bool kernel_model_applies(models::OpKind op);
 

@@ -64,6 +64,7 @@ struct SeqParams {
   std::int64_t ffn = 0;           // moe_experts: intermediate size of each (SwiGLU) expert
   std::int64_t patch = 0;         // patch_embed: square patch side
   std::int64_t classes = 0;       // cls_head
+  std::int64_t keep_tokens = 0;   // gather_tokens: positions kept of every sequence
   std::int64_t block = -1;        // transformer block index (full recompute checkpoints per block); -1 = none
   // Parallel shards (internal: built by ModelOptions, never read from YAML).
   std::int64_t context_parallel = 1;  // attention: the keys/values span this many ranks' sequence chunks

@@ -15,6 +15,10 @@ struct ModelOptions {
   // Transformers (language models): the model is built for (batch = micro-batch, seq_len) tokens.
   int seq_len = 0;               // 0 = the model's default (its training context); not for CNNs or ViT
   bool flash_attention = false;  // fused attention kernels (no s x s score matrix kept)
+  // BERT pre-training: positions per sequence the masked-LM head runs over, gathered from the encoder's
+  // output first (NVIDIA DeepLearningExamples' dense sequence output); 0 = every position (Hugging Face's
+  // BertForPreTraining).
+  int mlm_predictions = 0;
   // Transformers: the shard one rank of a parallel layout holds (Megatron-LM's layers; models/README.md
   // "Sharded models"): tensor parallelism splits heads, the MLP's intermediate size and the vocabulary;
   // context parallelism gives each rank seq_len / context_parallel tokens whose attention runs over the

@@ -31,6 +31,7 @@ struct Scenario {
   int micro_batch = 0;
   int global_batch = 0;
   bool flash_attention = true;
+  int mlm_predictions = 0;  // BERT: positions per sequence the masked-LM head runs over (0 = all)
   std::vector<int> ps;      // one count, or one per workers entry; empty with ps_auto = search
   bool ps_auto = false;
   std::optional<double> anchor_samples_per_s;

@@ -477,21 +477,37 @@ bool GpuKernelModel::has_tensor_fit(const std::string& device, std::string_view 
   return d.memory.has_value();
 }
 
+namespace {
+models::RowPass row_pass_of(Pass pass) {
+  return pass == Pass::FWD        ? models::RowPass::FWD
+         : pass == Pass::BWD_DATA ? models::RowPass::BWD_DATA
+                                  : models::RowPass::BWD_WEIGHTS;
+}
+}  // namespace
+
+std::string row_tensor_missing_fit(const GpuKernelModel& model, const models::Layer& layer, Pass pass,
+                                   const platforms::Device& device, std::string_view gemm_precision,
+                                   std::string_view attention_precision) {
+  if (attention_precision.empty()) attention_precision = gemm_precision;
+  if (!layer.row || !layer.row->kernels) return "kernels";
+  using Kind = models::RowKernel::Kind;
+  for (const auto& k : layer.row->kernels(layer, row_pass_of(pass))) {
+    const char* kind = k.kind == Kind::GEMM ? "gemm" : k.kind == Kind::ATTENTION ? "attention" : "memory";
+    const std::string_view precision = k.kind == Kind::ATTENTION ? attention_precision : gemm_precision;
+    if (!model.has_tensor_fit(device.name, kind, precision))
+      return k.kind == Kind::MEMORY ? std::string("memory") : fmt::format("{} in {}", kind, precision);
+  }
+  return "";
+}
+
 std::optional<double> row_tensor_pass_s(const GpuKernelModel& model, const models::Layer& layer, Pass pass,
                                         const platforms::Device& device, std::string_view gemm_precision,
                                         double byte_scale, std::string_view attention_precision) {
   if (attention_precision.empty()) attention_precision = gemm_precision;
-  if (!layer.row || !layer.row->kernels) return std::nullopt;
-  const models::RowPass row_pass = pass == Pass::FWD        ? models::RowPass::FWD
-                                   : pass == Pass::BWD_DATA ? models::RowPass::BWD_DATA
-                                                            : models::RowPass::BWD_WEIGHTS;
-  const auto kernels = layer.row->kernels(layer, row_pass);
+  if (!row_tensor_missing_fit(model, layer, pass, device, gemm_precision, attention_precision).empty())
+    return std::nullopt;
+  const auto kernels = layer.row->kernels(layer, row_pass_of(pass));
   using Kind = models::RowKernel::Kind;
-  for (const auto& k : kernels) {
-    const char* kind = k.kind == Kind::GEMM ? "gemm" : k.kind == Kind::ATTENTION ? "attention" : "memory";
-    if (!model.has_tensor_fit(device.name, kind, k.kind == Kind::ATTENTION ? attention_precision : gemm_precision))
-      return std::nullopt;
-  }
   double s = 0;
   for (const auto& k : kernels) {
     if (k.kind == Kind::GEMM)

@@ -209,18 +209,18 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
       : kernels->fitted_on == device.name
           ? fmt::format("kernel model of {} (its own timings)", device.name)
           : fmt::format("kernel model of {} (fallback for {})", kernels->fitted_on, device.name);
-  // A GPU with tensor-kernel fits of all three kinds (§4d: H100, H200 and their fallbacks) times the
-  // transformer (row) layers from the GEMM, attention and memory kernels their rows list. GEMMs run at the
-  // precision row's matrix precision (fp32 with TF32 off, as PyTorch's default; tf32; fp16; bf16; fp8 under
-  // Transformer Engine, whose attention stays in bf16).
+  // On a GPU the transformer (row) layers are timed from the GEMM, attention and memory kernels their rows
+  // list, pass by pass, wherever the tensor-kernel model has a fit (own or fallback) of every kernel that
+  // pass runs (§4d): a dense-attention BERT on a V100 needs GEMM and memory fits only, flash attention an
+  // attention fit in the precision's attention type. GEMMs run at the precision row's matrix precision (fp32
+  // with TF32 off, as PyTorch's default; tf32; fp16; bf16; fp8 under Transformer Engine, whose attention
+  // stays in bf16). A pass without those fits keeps the device model, and its source says which fit it lacked.
   const GpuKernelModel& tensor_model = GpuKernelModel::builtin();
   const std::string_view gemm_precision = prec.gemm;
-  const bool tensor_fits = gpu && tensor_model.has_tensor_fit(device.name, "gemm", gemm_precision) &&
-                           tensor_model.has_tensor_fit(device.name, "attention", "bf16") &&
-                           tensor_model.has_tensor_fit(device.name, "memory", gemm_precision);
+  const std::string tensor_fits_of_device = gpu ? tensor_model.tensor_source(device.name) : "";
   const std::string tensor_source =
-      tensor_fits ? fmt::format("tensor-kernel model ({})", tensor_model.tensor_source(device.name)) : "";
-  if (tensor_fits && model.has_rows()) profile.compute_model = "tensor-kernel model (rows); " + profile.compute_model;
+      tensor_fits_of_device.empty() ? "" : fmt::format("tensor-kernel model ({})", tensor_fits_of_device);
+  bool any_tensor_pass = false;
   std::int64_t params = 0;
   for (const auto& layer : model.layers()) {
     if (layer.op == models::OpKind::INPUT) continue;
@@ -239,12 +239,17 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
       bool measured = true;
       std::string source = "measured on this machine";
       std::optional<double> tensor_s;
-      if (tensor_fits && layer.row)
-        tensor_s = row_tensor_pass_s(tensor_model, layer, pass, device, gemm_precision, byte_scale, prec.attention);
+      std::string missing_fit;  // the tensor-kernel fit this row pass lacks, when the device has some
+      if (!tensor_source.empty() && layer.row) {
+        missing_fit = row_tensor_missing_fit(tensor_model, layer, pass, device, gemm_precision, prec.attention);
+        if (missing_fit.empty())
+          tensor_s = row_tensor_pass_s(tensor_model, layer, pass, device, gemm_precision, byte_scale, prec.attention);
+      }
       if (tensor_s) {
         s = *tensor_s;
         measured = false;  // timed on the lent GPU, not from this host's calibration entries
         source = tensor_source;
+        any_tensor_pass = true;
       } else if (const PassEntry* exact = as_measured(signature, std::string(to_string(pass)))) {
         s = exact->time_s;
       } else {
@@ -260,6 +265,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
         source = by_kernel_model ? kernel_source
                  : he.measured   ? "device model from this host's measured entries"
                                  : "device model from op-class fallbacks";
+        if (!missing_fit.empty()) source += fmt::format(" (no tensor-kernel fit for {})", missing_fit);
       }
       by_source[source] += s;
       (pass == Pass::FWD ? t.fwd_s : pass == Pass::BWD_DATA ? t.bwd_data_s : t.bwd_weights_s) = s;
@@ -270,6 +276,7 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     t.measured = all_measured;
     profile.layers.push_back(std::move(t));
   }
+  if (any_tensor_pass) profile.compute_model = "tensor-kernel model (rows); " + profile.compute_model;
   if (params > 0) {
     if (const PassEntry* exact = as_measured(update_signature(params), "fwd")) {
       profile.update_s = exact->time_s;

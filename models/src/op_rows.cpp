@@ -344,6 +344,21 @@ void infer_lm_head(Layer& l, const std::string& where) {
   l.saved.fixed_bytes = FP32_B * logits + INT64_B * tokens;  // FP32 logits for the loss backward, labels
 }
 
+void infer_gather_tokens(Layer& l, const std::string& where) {
+  const Shape& src = sequence_src(l, 0, where);
+  const std::int64_t keep = positive(l.params.seq.keep_tokens, "keep_tokens", where);
+  if (keep > src.h)
+    fail(where, fmt::format("field 'keep_tokens' {} exceeds the sequence length {}", keep, src.h));
+  set_dst(l, Shape{src.n, src.c, keep, 1}, where);
+  const double out = el(l.dst_shape), picked = static_cast<double>(src.n) * static_cast<double>(keep);
+  // Forward reads the kept rows and their int64 indices and writes them out; backward zero-fills dx over
+  // the whole sequence and scatters dy into it (no arithmetic either way).
+  l.costs.fwd_bytes = FP32_B * 2 * out + INT64_B * picked;
+  l.row_bytes.bwd_data = l.needs_data_grad ? FP32_B * (el(src) + 2 * out) + INT64_B * picked : 0.0;
+  l.costs.bwd_bytes = l.row_bytes.bwd_data;
+  l.saved.fixed_bytes = INT64_B * picked;  // the indices
+}
+
 void infer_patch_embed(Layer& l, const std::string& where) {
   const SeqParams& p = l.params.seq;
   const Shape& src = l.src_shapes.front();
@@ -530,6 +545,7 @@ Kernels kernels_cls_head(const Layer& l, RowPass pass) {
 }
 
 Kernels kernels_embedding(const Layer& l, RowPass pass) { return memory_pass(l, pass, "embedding"); }
+Kernels kernels_gather_tokens(const Layer& l, RowPass pass) { return memory_pass(l, pass, "gather"); }
 Kernels kernels_layer_norm(const Layer& l, RowPass pass) { return memory_pass(l, pass, "layer_norm"); }
 Kernels kernels_rms_norm(const Layer& l, RowPass pass) { return memory_pass(l, pass, "rms_norm_fused"); }
 Kernels kernels_rotary(const Layer& l, RowPass pass) { return memory_pass(l, pass, "rotary"); }
@@ -590,6 +606,9 @@ const std::vector<OpRow>& op_rows() {
       {"lm_head", "logits over the vocabulary and softmax cross-entropy", 1, 1,
        {int_field("vocab", &S::vocab, true), bool_field("tied", &S::tied), bool_field("bias", &S::head_bias), BLOCK}, "fc",
        true, infer_lm_head, kernels_lm_head},
+      {"gather_tokens", "the hidden states at `keep_tokens` positions of every sequence (an index_select)", 1, 1,
+       {int_field("keep_tokens", &S::keep_tokens, true), BLOCK}, "eltwise", false, infer_gather_tokens,
+       kernels_gather_tokens},
       {"patch_embed", "ViT patches (stride-p projection), class token, learned positions", 1, 1,
        {int_field("hidden", &S::hidden, true), int_field("patch", &S::patch, true), bool_field("cls_token", &S::cls_token),
         BLOCK},

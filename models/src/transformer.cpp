@@ -190,6 +190,13 @@ Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
     throw InputError(fmt::format("--cp: context parallelism {} must divide the sequence length {}", o.context_parallel,
                                  full_seq));
   const std::int64_t seq = full_seq / o.context_parallel;
+  if (o.mlm_predictions > 0 && c.family != TransformerFamily::BERT)
+    throw InputError(fmt::format("--mlm-predictions: model '{}' has no masked-LM head (BERT models have)", c.name));
+  if (o.mlm_predictions < 0 || o.mlm_predictions > full_seq)
+    throw InputError(fmt::format("--mlm-predictions: must be in 0..{} (the sequence length), got {}", full_seq,
+                                 o.mlm_predictions));
+  if (o.mlm_predictions > 0 && o.context_parallel > 1)
+    throw InputError("--mlm-predictions: not with context parallelism (--cp): each rank's masked positions are unknown");
   if (!vit && (full_seq < 1 || full_seq > MAX_SEQ_LEN))
     throw InputError(fmt::format("model '{}': sequence length must be in 1..{}, got {}", c.name, MAX_SEQ_LEN, full_seq));
   if (vit && (c.image < 1 || c.image > MAX_SEQ_LEN))
@@ -229,8 +236,17 @@ Model build_transformer(const TransformerConfig& c, const ModelOptions& o) {
     p.classes = o.classes ? o.classes : c.classes;
     b.row("head", "cls_head", x, p);
   } else if (c.family == TransformerFamily::BERT) {
-    // Masked-LM head (dense + GELU + LayerNorm, tied decoder with a bias) and the next-sentence head.
-    auto t = b.norm("mlm.norm", b.row("mlm.gelu", "gelu", b.linear("mlm.dense", x, c.hidden, true)));
+    // Masked-LM head (dense + GELU + LayerNorm, tied decoder with a bias) and the next-sentence head. The
+    // MLM head runs over every position (Hugging Face's BertForPreTraining), or over mlm_predictions
+    // positions per sequence gathered first (NVIDIA DeepLearningExamples' dense sequence output:
+    // BertPreTrainingHeads index_selects the masked positions before the transform and the decoder).
+    std::string h = x;
+    if (o.mlm_predictions > 0) {
+      SeqParams g;
+      g.keep_tokens = o.mlm_predictions;
+      h = b.row("mlm.gather", "gather_tokens", x, g);
+    }
+    auto t = b.norm("mlm.norm", b.row("mlm.gelu", "gelu", b.linear("mlm.dense", h, c.hidden, true)));
     SeqParams lm;
     lm.vocab = vocab_shard(c, o);
     lm.tied = c.tied;

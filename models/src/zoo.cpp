@@ -552,8 +552,10 @@ Model build_zoo_model(const std::string& name, const ModelOptions& options) {
         printable(name), known));
   }
   check_options(options, fmt::format("model '{}'", name));
-  if (options.seq_len || options.flash_attention)
-    throw InputError(fmt::format("model '{}' is a CNN: --seq-len and --flash-attention apply to transformers", name));
+  if (options.seq_len || options.flash_attention || options.mlm_predictions)
+    throw InputError(fmt::format("model '{}' is a CNN: --seq-len, --flash-attention and --mlm-predictions apply to "
+                                 "transformers",
+                                 name));
   if (options.tensor_parallel > 1 || options.context_parallel > 1 || options.expert_parallel > 1)
     throw InputError(fmt::format("model '{}' is a CNN: --tp, --cp and --ep apply to transformers", name));
   const Defaults& d = it->second.defaults;
@@ -576,10 +578,10 @@ Model load_model(const std::string& name_or_file, const ModelOptions& options) {
   std::error_code ec;  // a name too long for a path is simply not a file
   if (looks_like_file || std::filesystem::is_regular_file(name_or_file, ec)) {
     check_options(options, name_or_file);
-    if (options.seq_len || options.flash_attention || options.tensor_parallel > 1 || options.context_parallel > 1 ||
-        options.expert_parallel > 1)
-      throw InputError(fmt::format("{}: --seq-len, --flash-attention, --tp, --cp and --ep apply to transformers, not "
-                                   "YAML models",
+    if (options.seq_len || options.flash_attention || options.mlm_predictions || options.tensor_parallel > 1 ||
+        options.context_parallel > 1 || options.expert_parallel > 1)
+      throw InputError(fmt::format("{}: --seq-len, --flash-attention, --mlm-predictions, --tp, --cp and --ep apply to "
+                                   "transformers, not YAML models",
                                    name_or_file));
     return load_model_yaml(name_or_file, options);
   }

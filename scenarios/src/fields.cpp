@@ -609,6 +609,20 @@ std::vector<ScenarioField> make_fields() {
        .example = "false",
        .parse = [](Scenario& s, const FieldInput& in) { s.flash_attention = in.as<bool>(); },
        .write = [](const Scenario& s) { return value(s.flash_attention); }},
+      {.key = "mlm_predictions",
+       .group = GROUP_JOB,
+       .type = "int >= 0",
+       .default_text = "0 (every position)",
+       .help = "BERT pre-training: positions per sequence the masked-LM head runs over, gathered first (NVIDIA "
+               "DeepLearningExamples' dense sequence output: its max_predictions_per_seq); 0 = every position",
+       .flag = "--mlm-predictions",
+       .flag_kind = K::VALUE,
+       .example = "80",
+       .parse = [](Scenario& s, const FieldInput& in) { s.mlm_predictions = model_option(in, MAX_SEQ_LEN); },
+       .write = [](const Scenario& s) { return value(s.mlm_predictions, "0 = every position"); },
+       .header = [](const Scenario& s, const HeaderContext&) {
+         return s.mlm_predictions ? fmt::format("{} per sequence", s.mlm_predictions) : std::string();
+       }},
       {.key = "tp",
        .group = GROUP_LAYOUT,
        .type = "int >= 1",

@@ -401,6 +401,7 @@ Prepared prepare(const Scenario& s) {
     mo.batch = s.micro_batch > 0 ? s.micro_batch : s.batch;
     mo.seq_len = s.seq_len;
     mo.flash_attention = s.flash_attention;
+    mo.mlm_predictions = s.mlm_predictions;
     p.layout.active = layout_applies(s);
     if (!p.layout.active && s.point.layout != sim::ParallelLayout{})
       throw InputError(fmt::format("--tp, --pp, --zero and the other layout flags need an allreduce strategy without "

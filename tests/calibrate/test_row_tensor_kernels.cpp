@@ -2,6 +2,7 @@
 // row_tensor_pass_s, build_profile on a GPU with tensor fits) and of the unchanged path elsewhere.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -109,10 +110,86 @@ TEST_CASE("calibrate::RowTensorKernels: Llama 2 7B in bf16 on an H100 runs at 30
 
 TEST_CASE("calibrate::RowTensorKernels: CPUs and GPUs without tensor fits keep the device model", "[calibrate]") {
   const auto m = build("gpt2", 128, 2, false);
-  for (const char* name : {"xeon-gold-6148", "v100-sxm2-16gb", "t4"}) {
+  for (const char* name : {"xeon-gold-6148", "p100-sxm2", "t4"}) {
     INFO(name);
     const ComputeProfile p = build_profile(m, device(name), options(Precision::FP32));
     CHECK_FALSE(mentions_tensor_model(p));
     CHECK(p.compute_model.find("tensor-kernel") == std::string::npos);
   }
+}
+
+TEST_CASE("calibrate::RowTensorKernels: a dense-attention BERT on a V100 takes the V100 GEMM fit and the H100's memory "
+          "fractions",
+          "[calibrate]") {
+  // The V100 has DeepBench GEMM fits (fp16, fp32) and no attention fit; its memory-bound ops fall back to the
+  // H100's fractions of bandwidth (§4d). Dense attention needs no attention fit: every kernel of such a BERT
+  // is timed by the tensor-kernel model, per row pass.
+  const int batch = 8, seq = 128;
+  const auto m = build("bert_large", seq, batch, false);
+  const auto& v100 = device("v100-sxm2-32gb");
+  const auto& km = GpuKernelModel::builtin();
+  const double tokens = batch * seq, rows = batch * 16.0 * seq, scores = rows * seq;
+  for (const auto& [precision, gemm] : {std::pair{Precision::FP32, "fp32"}, std::pair{Precision::FP16_MIXED, "fp16"}}) {
+    INFO(gemm);
+    const double scale = element_bytes(precision) / 4;
+    const ComputeProfile p = build_profile(m, v100, options(precision));
+    const LayerTime& fc1 = layer_time(p, "layers.0.mlp.fc1");
+    CHECK(fc1.fwd_s == Approx(km.gemm_s(v100, gemm, {tokens, 4096, 1024}, Pass::FWD)));
+    CHECK(fc1.bwd_weights_s == Approx(km.gemm_s(v100, gemm, {4096, 1024, tokens}, Pass::BWD_WEIGHTS)));
+    // Attention core forward: S = QK^T, softmax, dropout (the 1-byte mask), O = PV.
+    const double core_fwd = km.gemm_s(v100, gemm, {rows, seq, 64}, Pass::FWD) +
+                            km.memory_op_s(v100, "softmax", false, 4 * 2 * scores * scale) +
+                            km.memory_op_s(v100, "dropout", false, (4 * 2 * scores + scores) * scale) +
+                            km.gemm_s(v100, gemm, {rows, 64, seq}, Pass::FWD);
+    CHECK(layer_time(p, "layers.0.attn.core").fwd_s == Approx(core_fwd));
+    // Memory-bound ops: the H100's fraction of bandwidth at the V100's 900 GB/s.
+    const auto& norm = m.by_name("layers.0.norm1");
+    CHECK(layer_time(p, "layers.0.norm1").fwd_s ==
+          Approx(km.memory_op_s(v100, "layer_norm", false, norm.costs.fwd_bytes * scale)));
+    CHECK(km.memory_op_s(v100, "layer_norm", false, 9e8) > km.memory_op_s(device("h100-sxm5"), "layer_norm", false, 9e8));
+    REQUIRE(p.sources.size() == 1);
+    CHECK(p.sources.front().first.find("tensor-kernel model (gemm: fallback to the v100-sxm2-16gb fit") == 0);
+    CHECK(p.sources.front().first.find("memory: fallback to the h100-sxm5 fit") != std::string::npos);
+    CHECK(p.compute_model.find("tensor-kernel model (rows)") == 0);
+  }
+  // Flash attention has no V100 fit (PyTorch's flash kernels need Ampere): that layer alone keeps the device
+  // model, and its source says which fit it lacked.
+  const auto flash = build("bert_large", seq, batch, true);
+  const auto& core = flash.by_name("layers.0.attn.core");
+  CHECK(row_tensor_missing_fit(km, core, Pass::FWD, v100, "fp16") == "attention in fp16");
+  CHECK(row_tensor_missing_fit(km, m.by_name("layers.0.attn.core"), Pass::FWD, v100, "fp16").empty());
+  const ComputeProfile p = build_profile(flash, v100, options(Precision::FP16_MIXED));
+  REQUIRE(p.sources.size() == 2);
+  const bool named = std::any_of(p.sources.begin(), p.sources.end(), [](const auto& s) {
+    return s.first.starts_with("device model from ") &&
+           s.first.ends_with(" (no tensor-kernel fit for attention in fp16)");
+  });
+  CHECK(named);
+  CHECK(layer_time(p, "layers.0.mlp.fc1").fwd_s == Approx(km.gemm_s(v100, "fp16", {tokens, 4096, 1024}, Pass::FWD)));
+}
+
+TEST_CASE("calibrate::RowTensorKernels: a masked-only MLM head costs GEMMs over batch x predictions tokens",
+          "[calibrate]") {
+  // DeepLearningExamples' dense sequence output (models::ModelOptions::mlm_predictions): the decoder to the
+  // 30,522 words runs over b x p gathered tokens, so its GEMM time is gemm_s at M = b p; with p = 80 of 512
+  // positions the head costs a sixth of the full-sequence head or less.
+  const auto& a100 = device("a100-sxm4-80gb");
+  const auto& km = GpuKernelModel::builtin();
+  models::ModelOptions o;
+  o.batch = 16;
+  o.seq_len = 512;
+  const auto full = models::build_zoo_model("bert_large", o);
+  o.mlm_predictions = 80;
+  const auto masked = models::build_zoo_model("bert_large", o);
+  const ComputeProfile pf = build_profile(full, a100, options(Precision::FP16_MIXED));
+  const ComputeProfile pm = build_profile(masked, a100, options(Precision::FP16_MIXED));
+  const LayerTime& head = layer_time(pm, "mlm.head");
+  const double softmax_fwd = km.memory_op_s(a100, "softmax", false, 4 * 2 * 16 * 80 * 30522.0 * 0.5);
+  CHECK(head.fwd_s == Approx(km.gemm_s(a100, "fp16", {16 * 80, 30522, 1024}, Pass::FWD) + softmax_fwd));
+  CHECK(head.bwd_weights_s == Approx(km.gemm_s(a100, "fp16", {30522, 1024, 16 * 80}, Pass::BWD_WEIGHTS)));
+  const LayerTime& hf = layer_time(pf, "mlm.head");
+  const double head_full = hf.fwd_s + hf.bwd_s(), head_masked = head.fwd_s + head.bwd_s();
+  CHECK(head_masked < head_full * 80.0 / 512.0 * 1.1);
+  CHECK(layer_time(pm, "mlm.gather").fwd_s > 0);
+  CHECK(pm.step_compute_s() < pf.step_compute_s());
 }

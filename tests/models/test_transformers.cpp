@@ -246,3 +246,42 @@ TEST_CASE("models::Transformers: a tensor-, context- or expert-parallel rank hol
   bad.tensor_parallel = 2;
   CHECK_THROWS_WITH(build_zoo_model("resnet50", bad), Catch::Contains("CNN"));
 }
+
+TEST_CASE("models::Transformers: a BERT masked-LM head over mlm_predictions positions costs that share of the full head",
+          "[models]") {
+  // NVIDIA DeepLearningExamples' dense sequence output gathers the masked positions before the MLM head
+  // (at most max_predictions_per_seq: 80 at sequence 512): the transform and the decoder then run over
+  // b x 80 tokens instead of b x 512, and every FLOP of theirs is per token.
+  ModelOptions all = seq(512, 4), masked = seq(512, 4);
+  masked.mlm_predictions = 80;
+  const Model full = build_zoo_model("bert_large", all), dense = build_zoo_model("bert_large", masked);
+  CHECK_FALSE(full.by_name_or_null("mlm.gather"));
+  const Layer& gather = dense.by_name("mlm.gather");
+  CHECK(gather.dst_shape == Shape{4, 1024, 80, 1});
+  CHECK(gather.costs.fwd_flops == 0);
+  CHECK(gather.costs.params == 0);
+  for (const char* name : {"mlm.dense", "mlm.gelu", "mlm.norm", "mlm.head"}) {
+    INFO(name);
+    const Layer& a = full.by_name(name);
+    const Layer& b = dense.by_name(name);
+    CHECK(b.costs.fwd_flops == Approx(a.costs.fwd_flops * 80.0 / 512.0));
+    CHECK(b.costs.bwd_data_flops == Approx(a.costs.bwd_data_flops * 80.0 / 512.0));
+    CHECK(b.costs.params == a.costs.params);
+  }
+  // Logits over 30,522 words for 4 x 80 tokens: 2 x 320 x 1024 x 30522 multiply-adds counted forward.
+  CHECK(dense.by_name("mlm.head").dst_shape == Shape{4, 30522, 80, 1});
+  // The encoder and the next-sentence head do not change.
+  CHECK(dense.by_name("layers.23.mlp.fc1").costs.fwd_flops == full.by_name("layers.23.mlp.fc1").costs.fwd_flops);
+  CHECK(dense.by_name("nsp.head").costs.fwd_flops == full.by_name("nsp.head").costs.fwd_flops);
+  CHECK(dense.totals().params == full.totals().params);
+
+  ModelOptions too_many = seq(128);
+  too_many.mlm_predictions = 129;
+  CHECK_THAT(error_of([&] { build_zoo_model("bert_base", too_many); }),
+             Catch::Contains("--mlm-predictions: must be in 0..128"));
+  ModelOptions gpt = seq(128);
+  gpt.mlm_predictions = 20;
+  CHECK_THAT(error_of([&] { build_zoo_model("gpt2", gpt); }), Catch::Contains("has no masked-LM head"));
+  CHECK_THAT(error_of([&] { build_zoo_model("resnet50", [] { ModelOptions o; o.mlm_predictions = 20; return o; }()); }),
+             Catch::Contains("is a CNN"));
+}
