@@ -1,7 +1,8 @@
 // `dtsim plan`: the search for a transformer's best parallel layout on a number of GPUs
 // (docs/layout-search.md). Enumerates tp, pp, vp, cp, ep, micro-batch, ZeRO stage and recomputation,
 // drops the layouts that break a constraint or do not fit in memory (predict's own checks and memory
-// estimate), simulates the rest as a sweep (parallel, resumable, split across MPI ranks) and ranks them.
+// estimate), simulates the rest as a sweep (parallel, resumable, split across MPI ranks) in increasing
+// order of a bound on their iteration, leaving out those the top N beat (exact), and ranks them.
 #pragma once
 #include <cstddef>
 #include <map>
@@ -41,8 +42,8 @@ struct PlanEnumeration {
   double capacity_B = 0;                     // the device's memory
 };
 
-// Enumerates the layouts of `base` (a transformer; one workers entry = the GPUs; global_batch > 0) and
-// checks each without simulating. InputError for a base the search cannot run (no transformer, several
+// Enumerates the layouts of `base` (a transformer; one workers entry = the GPUs; global_batch > 0),
+// checks and bounds each without simulating. InputError for a base the search cannot run (no transformer, several
 // workers entries, no global batch).
 PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space);
 
@@ -79,7 +80,8 @@ struct PlanSummary {
   std::string jsonl_path;
 };
 
-// Enumerates, filters and simulates the layouts of `base`, fastest first.
+// Enumerates and filters the layouts of `base` and simulates, in increasing order of their bound, those
+// that can still be among the options.top fastest (all with !options.prune); fastest first.
 PlanSummary run_plan(const Scenario& base, const PlanOptions& options);
 
 // Why the best layout wins, in words: its bubble, local (tensor/context/expert) collectives, exposed
