@@ -24,7 +24,7 @@ struct PlanArgs {
   std::string scenario, format = "table", out;
   int jobs = 1, top = 10;
   std::size_t max_candidates = 2000;
-  bool quiet = false, no_variability = false;
+  bool quiet = false, no_variability = false, exhaustive = false;
   scenarios::PlanSpace space;
   std::map<std::string, std::string> field_text;
   CLI::App* cmd = nullptr;
@@ -59,19 +59,23 @@ void print(const PlanArgs& a, const scenarios::PlanSummary& summary, std::ostrea
       const auto& l = row.candidate.layout;
       layouts.push_back({{"rank", i + 1}, {"tp", l.tp}, {"pp", l.pp}, {"vp", l.vp}, {"cp", l.cp}, {"ep", l.ep},
                          {"micro_batch", row.candidate.micro_batch}, {"zero", l.zero}, {"recompute", l.recompute},
-                         {"sequence_parallel", l.tp > 1}, {"result", sim::to_json(row.result)}});
+                         {"sequence_parallel", l.tp > 1}, {"bound_s", row.bound_s},
+                         {"result", sim::to_json(row.result)}});
     }
     nlohmann::json doc{{"enumerated", e.enumerated}, {"fitting", e.fitting.size()}, {"dropped", e.dropped},
                        {"simulated", summary.simulated}, {"already_done", summary.skipped}, {"failed", summary.failed},
+                       {"pruned_by_bound", summary.pruned},
                        {"layouts", layouts}, {"reason", scenarios::plan_reason(summary.ranked)}};
     out << doc.dump(2) << '\n';
     return;
   }
   const bool human = format == TextFormat::TABLE;
   if (human) {
-    out << fmt::format("{} enumerated, {} fit and were simulated ({} now, {} already in --out, {} with errors)\n",
-                       plural(static_cast<long long>(e.enumerated), "layout"), e.fitting.size(), summary.simulated,
-                       summary.skipped, summary.failed);
+    out << fmt::format("{} enumerated, {} fit: {} simulated ({} now, {} already in --out, {} with errors), {} left out "
+                       "because the {} fastest simulated beat their bound\n",
+                       plural(static_cast<long long>(e.enumerated), "layout"), e.fitting.size(),
+                       summary.simulated + summary.skipped, summary.simulated, summary.skipped, summary.failed,
+                       summary.pruned, a.top);
     for (const auto& [reason, count] : e.dropped) out << fmt::format("  dropped {}: {}\n", count, reason);
     out << '\n';
   }
@@ -105,6 +109,8 @@ void run(const PlanArgs& a) {
   options.space = a.space;
   options.jobs = a.jobs;
   options.max_candidates = a.max_candidates;
+  options.top = static_cast<std::size_t>(a.top);
+  options.prune = !a.exhaustive;
   options.out_dir = a.out;
   options.progress = !a.quiet;
   const auto summary = scenarios::run_plan(s, options);
@@ -133,7 +139,10 @@ const CommandRegistrar registrar("plan", 35, [](CLI::App& root) {
   cmd->add_flag("--no-variability", a->no_variability, "Every worker computes alike (as predict's flag)");
   cmd->add_option("--top", a->top, "Layouts printed, fastest first (default 10)");
   cmd->add_option("--max-candidates", a->max_candidates,
-                  "Most layouts simulated; more that fit is an error (default 2000)");
+                  "Most layouts simulated per process; more needed to decide the --top fastest (with --exhaustive: "
+                  "more that fit) is an error (default 2000)");
+  cmd->add_flag("--exhaustive", a->exhaustive,
+                "Simulate every layout that fits, not only those whose bound the --top fastest do not beat");
   cmd->add_option("--max-micro-batch", a->space.max_micro_batch, "Largest micro-batch tried (default 8)");
   cmd->add_option("--max-vp", a->space.max_vp, "Most virtual stages per pipeline rank tried (default 4)");
   cmd->add_option("--max-cp", a->space.max_cp, "Largest context parallelism tried (default 8)");

@@ -1,7 +1,8 @@
 // `dtsim plan`: the search for a transformer's best parallel layout on a number of GPUs
 // (docs/layout-search.md). Enumerates tp, pp, vp, cp, ep, micro-batch, ZeRO stage and recomputation,
 // drops the layouts that break a constraint or do not fit in memory (predict's own checks and memory
-// estimate), simulates the rest as a sweep (parallel, resumable, split across MPI ranks) and ranks them.
+// estimate), simulates the rest as a sweep (parallel, resumable, split across MPI ranks) in increasing
+// order of a bound on their iteration, leaving out those the top N beat (exact), and ranks them.
 #pragma once
 #include <cstddef>
 #include <map>
@@ -34,12 +35,15 @@ struct PlanEnumeration {
   std::size_t enumerated = 0;
   std::vector<PlanCandidate> fitting;
   std::vector<double> fitting_memory_B;      // the fullest rank's estimate, one per fitting candidate
+  // A bound the candidate's simulated iteration time cannot beat (sim/layout_bound.hpp), one per fitting
+  // candidate; 0 where none holds.
+  std::vector<double> fitting_bound_s;
   std::map<std::string, std::size_t> dropped;  // reason -> count
   double capacity_B = 0;                     // the device's memory
 };
 
-// Enumerates the layouts of `base` (a transformer; one workers entry = the GPUs; global_batch > 0) and
-// checks each without simulating. InputError for a base the search cannot run (no transformer, several
+// Enumerates the layouts of `base` (a transformer; one workers entry = the GPUs; global_batch > 0),
+// checks and bounds each without simulating. InputError for a base the search cannot run (no transformer, several
 // workers entries, no global batch).
 PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space);
 
@@ -49,7 +53,13 @@ Scenario apply_candidate(const Scenario& base, const PlanCandidate& candidate);
 struct PlanOptions {
   PlanSpace space;
   int jobs = 1;
-  std::size_t max_candidates = 2000;  // layouts simulated at most; InputError naming --max-candidates beyond
+  // Layouts simulated at most (per process): InputError naming --max-candidates when more could still
+  // be among the fastest (with prune) or when more fit (without).
+  std::size_t max_candidates = 2000;
+  std::size_t top = 10;  // N: the search is exact for the N fastest
+  // Branch and bound: candidates simulated in increasing order of their bound, and those whose bound the
+  // N-th fastest simulated beats left out (docs/layout-search.md). false: every fitting layout simulated.
+  bool prune = true;
   std::string out_dir;                // results.jsonl + results.csv of the simulated layouts (resumable)
   bool progress = true;
 };
@@ -57,18 +67,21 @@ struct PlanOptions {
 struct PlanRow {
   PlanCandidate candidate;
   sim::PointResult result;  // tokens_per_s, mfu, memory_per_device_B, breakdown ...
+  double bound_s = 0;       // the bound its job iteration (global batch / throughput) could not beat
 };
 
 struct PlanSummary {
   PlanEnumeration enumeration;
   std::size_t simulated = 0, skipped = 0, failed = 0;  // run now, already in out_dir, recorded with an error
+  std::size_t pruned = 0;  // fitting layouts left unsimulated because the N-th fastest beats their bound
   bool interrupted = false;
   int mpi_rank = 0;
-  std::vector<PlanRow> ranked;  // every simulated layout, fastest (tokens/s) first
+  std::vector<PlanRow> ranked;  // every simulated layout, fastest (tokens/s) first (rank 0 under MPI)
   std::string jsonl_path;
 };
 
-// Enumerates, filters and simulates the layouts of `base`, fastest first.
+// Enumerates and filters the layouts of `base` and simulates, in increasing order of their bound, those
+// that can still be among the options.top fastest (all with !options.prune); fastest first.
 PlanSummary run_plan(const Scenario& base, const PlanOptions& options);
 
 // Why the best layout wins, in words: its bubble, local (tensor/context/expert) collectives, exposed

@@ -78,6 +78,11 @@ struct SweepOptions {
   bool progress = true;      // progress line on stderr
   bool retry_failed = false; // re-run points recorded with an error
   bool allow_mpi = true;     // split across ranks when launched by mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE)
+  // Asked in the parent as each pending point's turn to start comes on this rank, after every result
+  // that finished before it was recorded (on_record): true leaves the point out, unrun and unrecorded.
+  std::function<bool(const SweepPoint&)> skip;
+  // Called in the parent with each record this rank appends (status "ok" or "error").
+  std::function<void(const SweepPoint&, const nlohmann::json& record)> on_record;
 };
 
 struct SweepSummary {
@@ -86,6 +91,7 @@ struct SweepSummary {
   std::size_t stale = 0;     // in results.jsonl from other inputs (another build, edited files): run again
   std::size_t ran = 0;       // finished in this run (on this rank, or all ranks on rank 0)
   std::size_t failed = 0;    // points whose record carries an error (whole sweep)
+  std::size_t left_out = 0;  // pending points SweepOptions::skip left out (all ranks)
   bool interrupted = false;  // SIGINT/SIGTERM stopped the sweep; finished points are kept
   int mpi_ranks = 1;
   int mpi_rank = 0;

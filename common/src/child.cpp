@@ -159,7 +159,7 @@ std::string run_in_child(const std::function<std::string()>& work) {
 
 std::size_t run_process_pool(std::size_t n, int jobs, const std::function<std::string(std::size_t)>& work,
                              const std::function<void(std::size_t, bool, const std::string&)>& done,
-                             const std::function<bool()>& stop) {
+                             const std::function<bool()>& stop, const std::function<bool(std::size_t)>& skip) {
   if (jobs < 1) throw InputError(fmt::format("--jobs must be >= 1, got {}", jobs));
   struct Running {
     Child child;
@@ -180,10 +180,11 @@ std::size_t run_process_pool(std::size_t n, int jobs, const std::function<std::s
       break;
     }
     while (next < n && running.size() < static_cast<std::size_t>(jobs)) {
-      const std::size_t task = next;
+      const std::size_t task = next++;
+      if (skip && skip(task)) continue;
       running.push_back({spawn([&work, task] { return work(task); }), task, {}});
-      ++next;
     }
+    if (running.empty()) continue;  // the rest were skipped
     std::vector<pollfd> pfds;
     for (const auto& r : running) pfds.push_back({r.child.fd, POLLIN, 0});
     const int rc = ::poll(pfds.data(), pfds.size(), 250);

@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <functional>
 #include <optional>
+#include <queue>
 #include <nlohmann/json.hpp>
 
 #include "common/errors.hpp"
@@ -34,8 +36,13 @@ constexpr std::array<const char*, 3> RECOMPUTE_LIGHTEST_FIRST{"none", "selective
 constexpr const char* REASON_MEMORY = "does not fit in the GPU's memory";
 constexpr const char* REASON_LIGHTER_RECOMPUTE = "dominated: a lighter recomputation of the same layout fits";
 constexpr const char* REASON_ZERO2 = "dominated: ZeRO 1 fits with no more recomputation (ZeRO 2 runs the same collectives)";
-constexpr const char* REASON_ZERO_DP1 = "ZeRO > 0 without data parallelism (dp = 1) is ZeRO 0";
+constexpr const char* REASON_ZERO_DP1 = "ZeRO > 0 without data or context parallelism (dp x cp = 1) is ZeRO 0";
 constexpr const char* REASON_BATCH = "global batch not a multiple of the data-parallel size";
+// Relative margin under a candidate's bound before it counts as beaten: the simulator's clock sums the
+// same seconds in another order (SimGrid's time steps), a rounding of a few ulps, far below this.
+constexpr double BOUND_ROUNDING = 1e-9;
+
+double fitting_bound(const PlanEnumeration& e, std::size_t i) { return e.fitting_bound_s[i]; }
 
 std::vector<int> divisors(int n, int at_most) {
   std::vector<int> out;
@@ -102,7 +109,10 @@ Scenario apply_candidate(const Scenario& base, const PlanCandidate& c) {
   return s;
 }
 
-PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space) {
+namespace {
+
+// The enumeration, with the shards' models and profiles kept in `cache` for the simulations after it.
+PlanEnumeration enumerate_with(const Scenario& base, const PlanSpace& space, LayoutCache& cache) {
   if (base.workers.size() != 1)
     throw InputError(fmt::format("--workers: dtsim plan searches the layouts of one GPU count; got {} entries",
                                  base.workers.size()));
@@ -131,7 +141,7 @@ PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space) 
       return false;
     }
     try {
-      const LayoutFit fit = layout_fit(apply_candidate(base, c));
+      const LayoutFit fit = layout_fit(apply_candidate(base, c), &cache);
       out.capacity_B = std::max(out.capacity_B, fit.capacity_B);
       if (fit.capacity_B > 0 && fit.memory_B > fit.capacity_B) {
         drop(REASON_MEMORY);
@@ -173,7 +183,7 @@ PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space) 
               int zero1_lightest = recomputes;  // index of ZeRO 1's lightest fitting policy
               for (int zero = 0; zero <= 3; ++zero) {
                 c.layout.zero = zero;
-                if (zero > 0 && dp == 1) {
+                if (zero > 0 && dp * cp == 1) {  // ZeRO shards over the dp-cp group
                   drop(REASON_ZERO_DP1, recomputes);
                   continue;
                 }
@@ -192,18 +202,45 @@ PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space) 
               }
             }
       }
+  // Each kept candidate's bound on its iteration time (sim/layout_bound.hpp).
+  for (const auto& c : out.fitting) out.fitting_bound_s.push_back(layout_lower_bound_s(apply_candidate(base, c), cache));
   return out;
 }
 
+}  // namespace
+
+PlanEnumeration enumerate_layouts(const Scenario& base, const PlanSpace& space) {
+  LayoutCache cache;
+  return enumerate_with(base, space, cache);
+}
+
 PlanSummary run_plan(const Scenario& base, const PlanOptions& options) {
+  if (options.top < 1) throw InputError(fmt::format("--top: must be >= 1, got {}", options.top));
   PlanSummary summary;
-  summary.enumeration = enumerate_layouts(base, options.space);
-  const auto& fitting = summary.enumeration.fitting;
-  if (fitting.size() > options.max_candidates)
+  LayoutCache cache;
+  summary.enumeration = enumerate_with(base, options.space, cache);
+  auto& e = summary.enumeration;
+  if (!options.prune && e.fitting.size() > options.max_candidates)
     throw InputError(fmt::format("--max-candidates: {} layouts fit (of {} enumerated), more than {} to simulate; raise "
                                  "--max-candidates or narrow the space (--max-micro-batch, --max-vp, --max-cp)",
-                                 fitting.size(), summary.enumeration.enumerated, options.max_candidates));
-  if (fitting.empty()) return summary;
+                                 e.fitting.size(), e.enumerated, options.max_candidates));
+  if (e.fitting.empty()) return summary;
+  // Candidates in increasing order of their bound (ties in enumeration order): the first are the ones
+  // that may be fastest, and once the top N simulated all beat a candidate's bound, they beat every later one's.
+  {
+    std::vector<std::size_t> order(e.fitting.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return e.fitting_bound_s[a] < e.fitting_bound_s[b]; });
+    PlanEnumeration sorted = e;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      sorted.fitting[i] = e.fitting[order[i]];
+      sorted.fitting_memory_B[i] = e.fitting_memory_B[order[i]];
+      sorted.fitting_bound_s[i] = e.fitting_bound_s[order[i]];
+    }
+    e = std::move(sorted);
+  }
+  const auto& fitting = e.fitting;
 
   // The candidates as a sweep over the layout fields of the base scenario (one zip group: each point
   // is one candidate), so that results.jsonl, resumption and MPI ranks are the sweep's.
@@ -246,11 +283,74 @@ PlanSummary run_plan(const Scenario& base, const PlanOptions& options) {
     dir = pattern;
     temporary = true;
   }
+  // The recorded results of this search's points (from these inputs), by point index.
+  std::map<std::string, std::size_t> index_of;
+  for (const auto& p : points) index_of[p.id] = p.index;
+  const auto recorded = [&](const nlohmann::json& rec) -> std::optional<std::size_t> {
+    if (!rec.is_object() || !rec.contains("id") || !rec["id"].is_string() || rec.value("status", "") != "ok" ||
+        !rec.contains("rows") || !rec["rows"].is_array() || rec["rows"].empty())
+      return std::nullopt;
+    const auto it = index_of.find(rec["id"].get<std::string>());
+    if (it == index_of.end()) return std::nullopt;
+    const std::string& inputs = points[it->second].inputs;
+    if (!inputs.empty() && rec.value("inputs", inputs) != inputs) return std::nullopt;
+    return it->second;
+  };
+  const auto read_records = [&](const std::string& path, const std::function<void(std::size_t, const nlohmann::json&)>& each) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto rec = nlohmann::json::parse(line, nullptr, false);
+      if (const auto i = recorded(rec)) each(*i, rec);
+    }
+  };
+
+  // Branch and bound (docs/layout-search.md "Pruning by bound"): the N = --top best throughputs known so
+  // far (recorded before, or simulated now on this rank), the N-th best first.
+  const double samples = static_cast<double>(base.global_batch);
+  std::priority_queue<double, std::vector<double>, std::greater<>> best;  // the N largest, smallest on top
+  std::vector<bool> known(points.size(), false);
+  const auto learn = [&](std::size_t i, const nlohmann::json& rec) {
+    if (known[i]) return;
+    known[i] = true;
+    best.push(sim::point_result_from_json(rec["rows"][0]).throughput);
+    if (best.size() > options.top) best.pop();
+  };
+  // A candidate is left out when N simulated layouts all finish an iteration sooner than its bound: none
+  // of it can then be in the top N. BOUND_ROUNDING absorbs the rounding of the simulator's clock.
+  const auto beaten = [&](std::size_t i) {
+    return best.size() >= options.top && best.top() > 0 &&
+           samples / best.top() < fitting_bound(e, i) * (1 - BOUND_ROUNDING);
+  };
+  if (options.prune) read_records((std::filesystem::path(dir) / "results.jsonl").string(), learn);
+
   SweepOptions so;
   so.jobs = options.jobs;
   so.out_dir = dir;
   so.progress = options.progress;
-  const SweepSummary run = run_sweep(points, origin, so, predict_point);
+  std::size_t launched = 0;
+  so.skip = [&](const SweepPoint& p) {
+    if (options.prune && beaten(p.index)) return true;
+    return launched++ >= options.max_candidates;  // over the cap: left undecided (an error below)
+  };
+  so.on_record = [&](const SweepPoint& p, const nlohmann::json& rec) {
+    if (options.prune)
+      if (const auto i = recorded(rec); i && *i == p.index) learn(*i, rec);
+  };
+  // Each candidate is simulated in a child of this process, with the platform, models and profiles the
+  // enumeration built: the same rows as predict_point gives its scenario node.
+  const PointFunction simulate = [&](const SweepPoint& p, const yaml::Origin&) {
+    const Scenario s = apply_candidate(base, fitting[p.index]);
+    PointOutcome outcome;
+    outcome.labels["model"] = s.model;
+    outcome.labels["platform"] = platform_label(s.platform);
+    outcome.labels["strategy"] = sim::to_string(s.point.strategy);
+    outcome.labels["batch"] = std::to_string(s.batch);
+    outcome.labels["data"] = s.point.data == sim::DataMode::REAL ? "real" : "synthetic";
+    outcome.rows = predict_layout(s, cache);
+    return outcome;
+  };
+  const SweepSummary run = run_sweep(points, origin, so, simulate);
   summary.simulated = run.ran;
   summary.skipped = run.skipped;
   summary.failed = run.failed;
@@ -258,21 +358,39 @@ PlanSummary run_plan(const Scenario& base, const PlanOptions& options) {
   summary.mpi_rank = run.mpi_rank;
   summary.jsonl_path = temporary ? "" : run.jsonl_path;
   if (run.mpi_rank == 0) {
-    std::map<std::string, std::size_t> index_of;
-    for (const auto& p : points) index_of[p.id] = p.index;
-    std::ifstream in(run.jsonl_path);
-    std::string line;
     std::vector<bool> seen(points.size(), false);
-    while (std::getline(in, line)) {
-      const auto rec = nlohmann::json::parse(line, nullptr, false);
-      if (rec.is_discarded() || !rec.contains("id") || rec.value("status", "") != "ok") continue;
-      const auto it = index_of.find(rec["id"].get<std::string>());
-      if (it == index_of.end() || seen[it->second] || rec["rows"].empty()) continue;
-      seen[it->second] = true;
-      summary.ranked.push_back({fitting[it->second], sim::point_result_from_json(rec["rows"][0])});
-    }
+    read_records(run.jsonl_path, [&](std::size_t i, const nlohmann::json& rec) {
+      if (seen[i]) return;
+      seen[i] = true;
+      summary.ranked.push_back({fitting[i], sim::point_result_from_json(rec["rows"][0]), fitting_bound(e, i)});
+    });
     std::stable_sort(summary.ranked.begin(), summary.ranked.end(),
                      [](const PlanRow& a, const PlanRow& b) { return a.result.tokens_per_s > b.result.tokens_per_s; });
+    // The answer is exact when every candidate without a result has a bound that the N-th best beats
+    // (whichever rank left it out, and why); errors are reported as failed, as a sweep's.
+    std::vector<bool> failed(points.size(), false);
+    {
+      std::ifstream in(run.jsonl_path);
+      std::string line;
+      while (std::getline(in, line)) {
+        const auto rec = nlohmann::json::parse(line, nullptr, false);
+        if (!rec.is_object() || rec.value("status", "") != "error" || !rec.contains("id") || !rec["id"].is_string()) continue;
+        if (const auto it = index_of.find(rec["id"].get<std::string>()); it != index_of.end()) failed[it->second] = true;
+      }
+    }
+    const double nth = summary.ranked.size() >= options.top ? summary.ranked[options.top - 1].result.throughput : 0;
+    std::size_t undecided = 0;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (seen[i] || failed[i]) continue;
+      const bool excluded = nth > 0 && samples / nth < fitting_bound(e, i) * (1 - BOUND_ROUNDING);
+      if (excluded) ++summary.pruned;
+      else ++undecided;
+    }
+    if (undecided > 0 && !summary.interrupted)
+      throw InputError(fmt::format("--max-candidates: {} layouts simulated (at most {} per process) and {} more that "
+                                   "fit could still be among the fastest {}; raise --max-candidates (with --out the "
+                                   "simulated ones are kept)",
+                                   summary.ranked.size(), options.max_candidates, undecided, options.top));
   }
   if (temporary) {
     std::error_code ec;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@
 #include "scenarios/explain.hpp"
 #include "scenarios/scenario.hpp"
 #include "scenarios/src/layout_fit.hpp"
+#include "sim/layout_bound.hpp"
 #include "scenarios/src/progress.hpp"
 
 namespace dtsim::scenarios {
@@ -55,10 +57,51 @@ struct Prepared {
     double model_flops_per_sample = 0;      // the whole model's forward + backward FLOPs of one sequence
     double recompute_flops_per_sample = 0;  // forward FLOPs recomputed in backward
     double peak_flops = 0;                  // the device's peak at the training precision
-    std::optional<models::Model> model;     // one rank's shard (stages picked by layer block)
+    std::shared_ptr<const models::Model> model;  // one rank's shard (stages picked by layer block)
     calibrate::TrainMemoryOptions memory;
   } layout;
 };
+
+}  // namespace
+
+// The expensive parts of prepare(), built once per search (layout_fit.hpp): they depend only on the
+// inputs in their keys, which are every field prepare() passes to the loaders.
+struct LayoutCache::Impl {
+  std::map<std::string, platforms::Platform> platforms;       // by platform name or file
+  std::map<std::string, std::shared_ptr<const models::Model>> models;  // by model_key()
+  std::map<std::string, calibrate::ComputeProfile> profiles;  // by model_key() + profile options
+
+  static std::string model_key(const std::string& model, const models::ModelOptions& o) {
+    return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model, o.batch, o.input_h, o.input_w, o.channels, o.classes,
+                       o.seq_len, o.flash_attention, o.tensor_parallel, o.context_parallel, o.expert_parallel);
+  }
+  const platforms::Platform& platform(const std::string& name) {
+    auto it = platforms.find(name);
+    if (it == platforms.end()) it = platforms.emplace(name, platforms::load_platform(name)).first;
+    return it->second;
+  }
+  std::shared_ptr<const models::Model> model(const std::string& name, const models::ModelOptions& o) {
+    const std::string key = model_key(name, o);
+    auto it = models.find(key);
+    if (it == models.end()) it = models.emplace(key, std::make_shared<const models::Model>(models::load_model(name, o))).first;
+    return it->second;
+  }
+  const calibrate::ComputeProfile& profile(const std::string& name, const models::ModelOptions& mo,
+                                           const models::Model& m, const platforms::Device& device,
+                                           const calibrate::ProfileOptions& po) {
+    const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", model_key(name, mo), device.name, po.threads,
+                                        po.workers_per_node, po.cpu_sockets, po.db_path, calibrate::to_string(po.precision),
+                                        po.backend, po.allocator, po.anchor_samples_per_s.value_or(0));
+    auto it = profiles.find(key);
+    if (it == profiles.end()) it = profiles.emplace(key, calibrate::build_profile(m, device, po)).first;
+    return it->second;
+  }
+};
+
+LayoutCache::LayoutCache() : impl_(std::make_unique<Impl>()) {}
+LayoutCache::~LayoutCache() = default;
+
+namespace {
 
 int workers_per_node(const Prepared& p) {
   return p.base.workers_per_node > 0 ? p.base.workers_per_node : p.platform.default_workers_per_node();
@@ -292,8 +335,10 @@ bool layout_applies(const Scenario& s) {
 }
 
 // The layout's derived bytes, the model FLOPs behind MFU and the memory options of every stage.
-void prepare_layout(Prepared& p, const Scenario& s, const models::ModelOptions& mo, const models::Model& shard,
-                    const platforms::Device& device) {
+void prepare_layout(Prepared& p, const Scenario& s, const models::ModelOptions& mo,
+                    const std::shared_ptr<const models::Model>& shard_model, const platforms::Device& device,
+                    LayoutCache::Impl* cache) {
+  const models::Model& shard = *shard_model;
   auto& L = p.layout;
   auto& lay = p.base.layout;
   L.micro_batch = mo.batch;
@@ -324,7 +369,8 @@ void prepare_layout(Prepared& p, const Scenario& s, const models::ModelOptions& 
   whole.batch = 1;
   whole.flash_attention = false;
   whole.tensor_parallel = whole.context_parallel = whole.expert_parallel = 1;
-  const models::Model full = models::load_model(s.model, whole);
+  const auto full_model = cache ? cache->model(s.model, whole) : std::make_shared<const models::Model>(models::load_model(s.model, whole));
+  const models::Model& full = *full_model;
   for (const auto& l : full.layers()) {
     if (l.op == models::OpKind::INPUT) continue;
     L.model_flops_per_sample += l.costs.fwd_flops + l.costs.bwd_data_flops + l.costs.bwd_weights_flops;
@@ -334,7 +380,7 @@ void prepare_layout(Prepared& p, const Scenario& s, const models::ModelOptions& 
   }
   L.peak_flops = device.kind == platforms::DeviceKind::GPU ? calibrate::precision_peak_flops(device, s.precision)
                                                            : device.peak_flops;
-  L.model = shard;
+  L.model = shard_model;
   L.memory.precision = std::string(calibrate::to_string(s.precision));
   L.memory.recompute = calibrate::recompute_by_name(lay.recompute);
   L.memory.zero_stage = lay.zero;
@@ -381,20 +427,25 @@ calibrate::TrainMemory layout_memory(const Prepared& p, const sim::TrainingPoint
   return worst;
 }
 
-Prepared prepare(const Scenario& s) {
+// `cache`: the platform, models and profiles of earlier calls with the same inputs (a search's candidates).
+Prepared prepare(const Scenario& s, LayoutCache::Impl* cache = nullptr) {
   Prepared p;
-  p.platform = from_field(s, "platform", [&] { return platforms::load_platform(s.platform); });
+  p.platform = from_field(s, "platform", [&] { return cache ? cache->platform(s.platform) : platforms::load_platform(s.platform); });
   models::ModelOptions mo;
   mo.batch = s.batch;
   mo.input_h = s.input_h;
   mo.input_w = s.input_w;
   mo.classes = s.classes;
-  models::Model model = from_field(s, "model", [&] { return models::load_model(s.model, mo); });
-  const bool transformer = model.has_rows();
+  const auto load = [&] {
+    return cache ? cache->model(s.model, mo) : std::make_shared<const models::Model>(models::load_model(s.model, mo));
+  };
+  std::shared_ptr<const models::Model> model_ptr = from_field(s, "model", load);
+  const models::Model* model = model_ptr.get();
+  const bool transformer = model->has_rows();
   if (!transformer && (s.micro_batch || s.global_batch || s.point.layout != sim::ParallelLayout{}))
     throw InputError(fmt::format("--micro-batch, --global-batch and the layout flags (--tp, --pp, --zero ...) apply to "
                                  "transformers; model '{}' is a CNN",
-                                 model.name()));
+                                 model->name()));
   if (transformer) {
     // Transformers are built at the micro-batch and sequence, with fused attention unless told otherwise and,
     // on a parallel layout, as one rank's shard.
@@ -412,7 +463,8 @@ Prepared prepare(const Scenario& s) {
       mo.context_parallel = s.point.layout.cp;
       mo.expert_parallel = s.point.layout.ep;
     }
-    model = from_field(s, "model", [&] { return models::load_model(s.model, mo); });
+    model_ptr = from_field(s, "model", load);
+    model = model_ptr.get();
   }
   calibrate::ProfileOptions po;
   po.threads = s.threads;
@@ -424,10 +476,10 @@ Prepared prepare(const Scenario& s) {
   po.allocator = s.allocator;
   const auto& device = p.platform.worker_device();
   if (!s.allow_oversubscribe && !p.layout.active)
-    calibrate::check_memory_fits(calibrate::estimate_memory(model, s.precision, device), model, device);
-  p.profile = calibrate::build_profile(model, device, po);
+    calibrate::check_memory_fits(calibrate::estimate_memory(*model, s.precision, device), *model, device);
+  p.profile = cache ? cache->profile(s.model, mo, *model, device, po) : calibrate::build_profile(*model, device, po);
   p.base = s.point;
-  if (p.layout.active) prepare_layout(p, s, mo, model, device);
+  if (p.layout.active) prepare_layout(p, s, mo, model_ptr, device, cache);
   const bool across_nodes = !s.workers.empty() && *std::max_element(s.workers.begin(), s.workers.end()) > po.workers_per_node;
   if (const int comm_cores = s.point.framework.comm_cores_on(device); comm_cores > 0 && across_nodes) {
     // Intel Caffe's launcher: OMP_NUM_THREADS = the process's cores less the servers' on runs across
@@ -443,11 +495,11 @@ Prepared prepare(const Scenario& s) {
                                    po.workers_per_node, per_process, comm_cores, s.point.framework.name));
     calibrate::ProfileOptions multi = po;
     multi.threads = s.threads > 0 ? s.threads : per_process - comm_cores;
-    p.multi_node_profile = calibrate::build_profile(model, device, multi);
+    p.multi_node_profile = calibrate::build_profile(*model, device, multi);
   }
-  if (is_ps(p.base.strategy)) p.base.ps_apply_s_per_B = server_apply_s_per_B(model, p.platform, p.profile, s.db_path);
-  p.base.input_bytes_per_sample = static_cast<double>(model.input_shape().per_sample()) * BYTES_PER_FP32;
-  const auto& last = model.layers().back();
+  if (is_ps(p.base.strategy)) p.base.ps_apply_s_per_B = server_apply_s_per_B(*model, p.platform, p.profile, s.db_path);
+  p.base.input_bytes_per_sample = static_cast<double>(model->input_shape().per_sample()) * BYTES_PER_FP32;
+  const auto& last = model->layers().back();
   p.base.output_bytes_per_sample =
       static_cast<double>(last.src_shapes.empty() ? last.dst_shape.per_sample() : last.src_shapes[0].per_sample()) *
       BYTES_PER_FP32;
@@ -534,10 +586,11 @@ std::vector<sim::PointResult> finish_layout(const Prepared& p, std::vector<sim::
   return out;
 }
 
-std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOptions& options) {
+std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOptions& options,
+                                              LayoutCache::Impl* layout_cache = nullptr) {
   if (options.jobs < 1) throw InputError(fmt::format("--jobs must be >= 1, got {}", options.jobs));
   check_scenario(s);
-  Prepared p = prepare(s);
+  Prepared p = prepare(s, layout_cache);
   if (s.anchor_samples_per_s) apply_anchor(p, s, *s.anchor_samples_per_s);
   const bool ps = is_ps(p.base.strategy);
   const bool search = ps && s.ps_auto;
@@ -652,10 +705,10 @@ std::vector<sim::PointResult> predict_scenario(const Scenario& s, const PredictO
   }
 }
 
-LayoutFit layout_fit(const Scenario& s) {
+LayoutFit layout_fit(const Scenario& s, LayoutCache* cache) {
   try {
     check_scenario(s);
-    const Prepared p = prepare(s);
+    const Prepared p = prepare(s, cache ? cache->impl() : nullptr);
     if (!p.layout.active)
       throw InputError(fmt::format("model '{}' on strategy {}: not a transformer on a parallel layout", s.model,
                                    s.point.strategy.name()));
@@ -665,6 +718,28 @@ LayoutFit layout_fit(const Scenario& s) {
     const auto& device = p.platform.worker_device();
     const bool checked = !s.allow_oversubscribe && device.kind == platforms::DeviceKind::GPU && device.mem_capacity_B > 0;
     return {layout_memory(p, point, device).total_B(), checked ? static_cast<double>(device.mem_capacity_B) : 0.0};
+  } catch (const InputError& e) {
+    rethrow_for_file(s, e);
+  }
+}
+
+double layout_lower_bound_s(const Scenario& s, LayoutCache& cache) {
+  try {
+    check_scenario(s);
+    // An anchored profile is scaled by a simulation of its own: no bound without running it.
+    if (s.anchor_samples_per_s) return 0;
+    const Prepared p = prepare(s, cache.impl());
+    if (!p.layout.active) return 0;
+    const int w = s.workers.front();
+    return sim::layout_iteration_lower_bound_s(profile_of(p, w), point_of(p, w, 0, ""));
+  } catch (const InputError& e) {
+    rethrow_for_file(s, e);
+  }
+}
+
+std::vector<sim::PointResult> predict_layout(const Scenario& s, LayoutCache& cache) {
+  try {
+    return predict_checked(s, PredictOptions{}, cache.impl());
   } catch (const InputError& e) {
     rethrow_for_file(s, e);
   }

@@ -2,6 +2,7 @@
 // stderr: done/total, failures, rate and ETA; a `\r` line on a terminal, one line per update otherwise.
 // Private to scenarios/src.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -16,6 +17,8 @@ class Progress {
            std::string unit = "points", std::string prefix = "");
   // Counts `more` items that were not known when the line started (a search's next candidates).
   void add_total(std::size_t more) { total_ += more; }
+  // Takes `fewer` items that will not run (left out) off the total.
+  void remove_total(std::size_t fewer) { total_ -= std::min(total_, fewer); }
   // One item finished; prints the line.
   void finished(bool failed);
   void show() const;

@@ -91,6 +91,7 @@ SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin
 
   Progress progress(options.progress, mpi.active() ? mine.size() : points.size(), mpi.active() ? 0 : summary.skipped,
                     "sweep", "points", mpi.active() ? fmt::format("[rank {}/{}] ", mpi.rank(), mpi.size()) : "");
+  std::size_t left_out = 0;
   const std::size_t ran = run_process_pool(
       mine.size(), options.jobs,
       [&](std::size_t k) {
@@ -117,16 +118,25 @@ SweepSummary run_sweep(const std::vector<SweepPoint>& points, const yaml::Origin
           ok = false;
         }
         store.append(rec, mpi.rank());
+        if (options.on_record) options.on_record(p, rec);
         progress.finished(!ok);
       },
-      [] { return g_stop_signal != 0; });
+      [] { return g_stop_signal != 0; },
+      [&](std::size_t k) {
+        if (!options.skip || !options.skip(points[mine[k]])) return false;
+        ++left_out;
+        progress.remove_total(1);
+        return true;
+      });
   summary.interrupted = g_stop_signal != 0;
   progress.end();
   summary.ran = ran;
+  summary.left_out = left_out;
 
   if (mpi.active()) {
     summary.interrupted = mpi.allreduce_int(summary.interrupted ? 1 : 0, true) != 0;
     summary.ran = static_cast<std::size_t>(mpi.allreduce_int(static_cast<int>(ran), false));
+    summary.left_out = static_cast<std::size_t>(mpi.allreduce_int(static_cast<int>(left_out), false));
   }
   if (mpi.rank() == 0) summary.failed = store.consolidate(!summary.interrupted);
   mpi.barrier();

@@ -12,6 +12,8 @@
 
 #include "common/errors.hpp"
 #include "scenarios/plan.hpp"
+#include "scenarios/scenario.hpp"
+#include "scenarios/src/layout_fit.hpp"
 #include "tests/support/run_cli.hpp"
 
 namespace fs = std::filesystem;
@@ -114,12 +116,20 @@ TEST_CASE("scenarios::Plan: bad input names the flag and exits 2") {
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--global-batch") != std::string::npos);
   }
-  SECTION("more layouts fit than --max-candidates") {
+  SECTION("more layouts fit than --max-candidates, simulating every one") {
     const auto r = run_cli({"plan", "--model", "gpt2", "--platform", "dgx-h100-superpod", "--workers", "8",
-                            "--global-batch", "16", "--max-candidates", "3", "--quiet"});
+                            "--global-batch", "16", "--max-candidates", "3", "--exhaustive", "--quiet"});
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--max-candidates") != std::string::npos);
     CHECK(r.err.find("layouts fit") != std::string::npos);
+  }
+  SECTION("--max-candidates simulations do not decide the top N") {
+    const auto r = run_cli({"plan", "--model", "gpt2", "--platform", "dgx-h100-superpod", "--workers", "8",
+                            "--global-batch", "16", "--seq-len", "256", "--iterations", "2", "--max-candidates", "2",
+                            "--top", "3", "--quiet"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--max-candidates") != std::string::npos);
+    CHECK(r.err.find("could still be among the fastest 3") != std::string::npos);
   }
 }
 
@@ -194,4 +204,76 @@ TEST_CASE("scenarios::Plan: mpirun -np 2 splits the layouts and ranks them as on
   const std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
   CHECK(text.find("--out") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("scenarios::Plan: each candidate's bound is at most its simulated iteration, and the cached prediction "
+          "is predict's") {
+  // GPT-2 on 8 H100, a mix of tp, pp, vp, cp, ZeRO and recomputation.
+  Scenario base = base_scenario("gpt2", "dgx-h100-superpod", 8, 16);
+  base.seq_len = 256;
+  base.point.iterations = 2;
+  const auto candidate = [](int tp, int pp, int vp, int cp, int mb, int zero, const char* recompute) {
+    PlanCandidate c;
+    c.layout.tp = tp;
+    c.layout.pp = pp;
+    c.layout.vp = vp;
+    c.layout.cp = cp;
+    c.layout.zero = zero;
+    c.layout.recompute = recompute;
+    c.micro_batch = mb;
+    return c;
+  };
+  const std::vector<PlanCandidate> candidates{
+      candidate(1, 1, 1, 1, 2, 0, "none"),      candidate(2, 2, 1, 1, 1, 1, "selective"),
+      candidate(1, 2, 2, 1, 1, 2, "none"),      candidate(2, 1, 1, 2, 1, 3, "full"),
+      candidate(1, 4, 1, 1, 1, 3, "selective"), candidate(4, 2, 1, 1, 2, 0, "full"),
+  };
+  LayoutCache cache;
+  for (const auto& c : candidates) {
+    INFO(c.key());
+    const Scenario s = apply_candidate(base, c);
+    const double bound = layout_lower_bound_s(s, cache);
+    const auto rows = predict_scenario(s);
+    REQUIRE(rows.size() == 1);
+    const double simulated = base.global_batch / rows[0].throughput;
+    CHECK(bound > 0);
+    CHECK(bound <= simulated);
+    CHECK(bound >= 0.2 * simulated);  // a bound worth ordering by: compute is a good part of the iteration
+    const auto cached = predict_layout(s, cache);
+    REQUIRE(cached.size() == 1);
+    CHECK(cached[0].tokens_per_s == rows[0].tokens_per_s);
+    CHECK(cached[0].memory_per_device_B == rows[0].memory_per_device_B);
+  }
+}
+
+TEST_CASE("scenarios::Plan: the pruned search ranks the same top N as simulating every layout") {
+  Scenario base = base_scenario("gpt2", "dgx-h100-superpod", 8, 16);
+  base.seq_len = 256;
+  base.point.iterations = 2;
+  PlanOptions options;
+  options.space.max_micro_batch = 2;
+  options.space.max_vp = 2;
+  options.space.max_cp = 2;
+  options.progress = false;
+  options.jobs = 2;
+  options.top = 3;
+  options.prune = false;
+  const auto all = run_plan(base, options);
+  options.prune = true;
+  const auto pruned = run_plan(base, options);
+  REQUIRE(all.ranked.size() == all.enumeration.fitting.size());
+  CHECK(all.pruned == 0);
+  // Some layouts were left out, and every fitting one is simulated or left out.
+  CHECK(pruned.pruned > 0);
+  CHECK(pruned.simulated + pruned.pruned == pruned.enumeration.fitting.size());
+  REQUIRE(pruned.ranked.size() >= options.top);
+  for (std::size_t i = 0; i < options.top; ++i) {
+    CHECK(pruned.ranked[i].candidate.key() == all.ranked[i].candidate.key());
+    CHECK(pruned.ranked[i].result.tokens_per_s == all.ranked[i].result.tokens_per_s);
+  }
+  // Every layout left out has a bound the third fastest beats.
+  const double third_s = base.global_batch / all.ranked[options.top - 1].result.throughput;
+  std::size_t beaten = 0;
+  for (double b : all.enumeration.fitting_bound_s) beaten += third_s < b ? 1 : 0;
+  CHECK(pruned.pruned <= beaten);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "common/errors.hpp"
@@ -250,6 +251,19 @@ std::vector<Unit> zero3_units(const Chunk& ch, bool forward) {
   return units.blocks;
 }
 
+// The optimizer step of pipeline rank `s`: its chunks' share of the profile's step (ZeRO 1-3: of its shard over
+// the `dp` ranks of the gradient group, data- and context-parallel).
+double stage_update_s(const calibrate::ComputeProfile& profile, const ParallelLayout& L, int dp,
+                      const std::vector<Chunk>& chunks, int s) {
+  double total_grad_B = 0, rank_grad_B = 0;
+  for (const auto& c : chunks) total_grad_B += c.grad_B + c.expert_grad_B;
+  for (int k = 0; k < L.vp; ++k) {
+    const Chunk& ch = chunks[static_cast<std::size_t>(k * L.pp + s)];
+    rank_grad_B += ch.grad_B + ch.expert_grad_B;
+  }
+  return total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp : 1) : 0.0;
+}
+
 }  // namespace
 
 void check_layout(const ParallelLayout& L, int workers) {
@@ -315,8 +329,6 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
   const std::vector<Chunk> chunks = build_chunks(profile, L);
   const int pp = L.pp, vp = L.vp, m = L.micro_batches;
   const int total_chunks = pp * vp;
-  double total_grad_B = 0;
-  for (const auto& c : chunks) total_grad_B += c.grad_B + c.expert_grad_B;
 
   StepPrograms out;
   out.samples_per_iteration = L.samples_per_iteration;
@@ -523,8 +535,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
       rank_grad_B += ch.grad_B + ch.expert_grad_B;
       recompute += ch.recompute_s * m;
     }
-    const double update_s =
-        total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp_cp : 1) : 0.0;
+    const double update_s = stage_update_s(profile, L, dp_cp, chunks, s);
     const int update = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::UPDATE, .label = "optimizer update",
                               .seconds = update_s, .deps = grad_done});
     if ((L.zero == 1 || L.zero == 2) && dp_cp > 1)
@@ -593,6 +604,61 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
     auto& slots = slot_group[static_cast<std::size_t>(r)];
     if (slots[EMBEDDING] < 0) slots.resize(EMBEDDING);  // only the first and last stages hold it
     out.rank_groups[static_cast<std::size_t>(r)] = slots;
+  }
+  return out;
+}
+
+// The longest path of plan_layout's programs with communication free, played on the schedules directly
+// (docs/layout-search.md "Pruning by bound"): every compute of a pipeline rank one after the other in its
+// schedule's order, a forward after the previous chunk's forward of its micro-batch, a backward after the
+// next chunk's backward; rank 0 starts at 0, the others at minus infinity (they may start earlier). The
+// programs' last backward cut at buckets and ZeRO-3's units add up to the chunk's backward and forward.
+LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profile, const TrainingPoint& point) {
+  const ParallelLayout& L = point.layout;
+  check_layout(L, point.workers);
+  const int dp_cp = point.workers / L.model_parallel() * L.cp;  // the optimizer's shards (plan_layout's DP slot)
+  const std::vector<Chunk> chunks = build_chunks(profile, L);
+  const int pp = L.pp, m = L.micro_batches, total = pp * L.vp;
+  constexpr double UNREACHED = -std::numeric_limits<double>::infinity();
+  const double NOT_YET = std::numeric_limits<double>::quiet_NaN();
+  // Finish of each (micro-batch, global chunk) forward and backward.
+  std::vector<double> fwd(static_cast<std::size_t>(m) * total, NOT_YET), bwd(fwd.size(), NOT_YET);
+  const auto at = [&](int micro, int g) { return static_cast<std::size_t>(g) * m + static_cast<std::size_t>(micro); };
+  std::vector<std::vector<Step>> steps(static_cast<std::size_t>(pp));
+  for (int s = 0; s < pp; ++s) steps[static_cast<std::size_t>(s)] = schedule_of(L, s);
+  std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
+  std::vector<double> clock(static_cast<std::size_t>(pp), UNREACHED), busy(static_cast<std::size_t>(pp), 0.0);
+  clock[0] = 0;
+  for (std::size_t left = static_cast<std::size_t>(pp); left > 0;) {
+    bool moved = false;
+    for (int s = 0; s < pp; ++s) {
+      auto& k = next[static_cast<std::size_t>(s)];
+      const auto& mine = steps[static_cast<std::size_t>(s)];
+      if (k == mine.size()) continue;
+      for (; k < mine.size(); ++k) {
+        const Step& st = mine[k];
+        const int g = st.chunk * pp + s;
+        double input = UNREACHED;
+        if (st.forward && g > 0) input = fwd[at(st.micro, g - 1)];
+        if (!st.forward && g < total - 1) input = bwd[at(st.micro, g + 1)];
+        if (std::isnan(input)) break;  // its input is not computed yet
+        const Chunk& ch = chunks[static_cast<std::size_t>(g)];
+        const double seconds = st.forward ? ch.fwd_s : ch.bwd_s;
+        double& c = clock[static_cast<std::size_t>(s)];
+        c = std::max(c, input) + seconds;  // -inf stays -inf
+        (st.forward ? fwd : bwd)[at(st.micro, g)] = c;
+        busy[static_cast<std::size_t>(s)] += seconds;
+        moved = true;
+      }
+      if (k == mine.size()) --left;
+    }
+    if (!moved && left > 0) throw Failure("pipeline schedules wait on each other in a cycle (planner bug)");
+  }
+  LayoutScheduleBound out;
+  for (int s = 0; s < pp; ++s) {
+    const double update = stage_update_s(profile, L, dp_cp, chunks, s);
+    out.busiest_s = std::max(out.busiest_s, busy[static_cast<std::size_t>(s)] + update);
+    if (s == 0) out.rank0_path_s = clock[0] + update;
   }
   return out;
 }

@@ -25,4 +25,16 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
 // tensor-parallel rank's shard of the whole model (layers with their block indices).
 StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const TrainingPoint& point);
 
+// plan_layout's programs with every collective, send and receive free: rank 0's longest path (its
+// iteration starting at 0, the other ranks' whenever) and the busiest pipeline rank's compute
+// (sim/layout_bound.hpp), computed on the schedules without building the programs.
+struct LayoutScheduleBound {
+  double rank0_path_s = 0, busiest_s = 0;
+};
+LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profile, const TrainingPoint& point);
+
+// The same two figures from any step programs (rank 0's pipeline found through its peers): the
+// reference layout_schedule_bound is tested against.
+LayoutScheduleBound programs_schedule_bound(const StepPrograms& programs);
+
 }  // namespace dtsim::sim
