@@ -77,8 +77,13 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
 // the documented default of the class.
 double fallback_efficiency(const HostModel& model, OpClass op_class, Pass pass);
 
-// Per-op overhead (s) on a device: kernel launch + framework dispatch on GPUs, primitive execute on CPUs.
-double op_overhead_s(const platforms::Device& device);
+// Fixed cost (s) of one oneDNN primitive on a CPU worker of `threads` threads (call, fork, join barrier,
+// per-thread set-up), paid however little work each thread gets: c(1) + k log2(threads), measured at 1 thread
+// here and at 68 threads in DeepBench's KNL7250 sheet (docs/calibration.md, "Work per thread").
+double cpu_region_s(int threads);
+
+// Per-op overhead (s) on a device: kernel launch + framework dispatch on GPUs, cpu_region_s(threads) on CPUs.
+double op_overhead_s(const platforms::Device& device, int threads = 1);
 
 // Batch-free form of a signature ("src=32x64x56x56" -> "src=Nx64x56x56").
 std::string strip_batch(const std::string& signature);

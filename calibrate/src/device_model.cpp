@@ -17,9 +17,21 @@ namespace {
 using platforms::Device;
 using platforms::DeviceKind;
 
-// Per-op overhead of a oneDNN primitive execution on a CPU (argument checks, OpenMP fork/join).
-// Assumption: ~5 us, consistent with docs/host-notes.md (primitive cache hit ~10 us including creation).
-constexpr double CPU_OP_OVERHEAD_S = 5e-6;
+// Work per thread (docs/calibration.md, "Work per thread"). A oneDNN primitive on n threads pays a fixed
+// cost however little work each thread gets: the call, the parallel region's fork, its join barrier and each
+// thread's set-up. A pass of W seconds of 1-thread work then takes c(n) + W / n, so its parallel efficiency
+// falls with its work per thread w = W / n as w / (w + c(n)). c(n) = c(1) + k log2(n): the barrier's depth
+// grows with log2 of the threads (the OpenMP runtimes' tree/hyper barriers, LLVM openmp/runtime/src/
+// kmp_barrier.cpp). Measured:
+// - c(1) = 5 us: this host at 1 thread, by CPU time (benchmarks/work_per_thread.sh): a pass with almost
+//   nothing to compute (softmax over 10 values at batch 1) takes 5.2 us, its straight-line intercept over
+//   batch 1-8 is 5.3 us, and the median intercept over the probe's 31 passes is 7.4 us (docs/calibration.md).
+// - c(68) = 10 us: DeepBench's published KNL7250 sheet (Xeon Phi 7250, 68 cores, Intel MKL 2017;
+//   ../shared/reference/deepbench/conv.csv): median of 2 t(8) - t(16) over the 91 passes it times at batch
+//   8 and 16 (quartiles -20 and 50 us; the sheet rounds to 10 us).
+constexpr double CPU_REGION_1_THREAD_S = 5e-6;
+constexpr double CPU_REGION_MANY_S = 10e-6;
+constexpr int CPU_REGION_MANY_THREADS = 68;
 // Per-op overhead on a GPU: CUDA kernel launch (~5 us, NVIDIA CUDA C++ Best Practices Guide,
 // "kernel launch overhead") plus the framework's per-op dispatch (TensorFlow/MXNet executors, a few us).
 constexpr double GPU_OP_OVERHEAD_S = 1e-5;
@@ -90,14 +102,24 @@ double device_peak_flops(const Device& d) {
   return device_core_peak_flops(d) * d.cores;
 }
 
-double op_overhead_s(const Device& d) { return d.kind == DeviceKind::GPU ? GPU_OP_OVERHEAD_S : CPU_OP_OVERHEAD_S; }
+double cpu_region_s(int threads) {
+  const double per_doubling_s =
+      (CPU_REGION_MANY_S - CPU_REGION_1_THREAD_S) / std::log2(static_cast<double>(CPU_REGION_MANY_THREADS));
+  return CPU_REGION_1_THREAD_S + per_doubling_s * std::log2(static_cast<double>(std::max(threads, 1)));
+}
+
+double op_overhead_s(const Device& d, int threads) {
+  return d.kind == DeviceKind::GPU ? GPU_OP_OVERHEAD_S : cpu_region_s(threads);
+}
 
 double host_efficiency(const HostInfo& host, const PassEntry& e) {
   const double peak = host.core_peak_flops * std::max(host.threads, 1);
   double roof = 0;
   if (peak > 0) roof = std::max(roof, e.flops / peak);
   if (host.mem_bandwidth_Bps > 0) roof = std::max(roof, e.bytes / host.mem_bandwidth_Bps);
-  const double busy = std::max(e.time_s - CPU_OP_OVERHEAD_S, 0.5 * e.time_s);
+  // Net of the 1-thread call cost; the host's extra region cost at its threads (0.8 us at 2) stays in its
+  // efficiency, below the spread of its timings.
+  const double busy = std::max(e.time_s - cpu_region_s(1), 0.5 * e.time_s);
   if (!(busy > 0) || !(roof > 0)) return MIN_EFFICIENCY;
   return std::clamp(roof / busy, MIN_EFFICIENCY, MAX_EFFICIENCY);
 }
@@ -210,7 +232,7 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
   if (work.flops <= 0 && work.bytes <= 0) return 0;
   const double eff = std::clamp(host_eff, MIN_EFFICIENCY, MAX_EFFICIENCY);
   const std::string cls(to_string(op_class));
-  const double overhead = op_overhead_s(device);
+  const double overhead = op_overhead_s(device, placement.threads);
 
   if (device.kind == DeviceKind::GPU) {
     // Relative difficulty of the shape on the host, carried to the GPU's best efficiency of the class.

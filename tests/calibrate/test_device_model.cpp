@@ -94,11 +94,11 @@ TEST_CASE("calibrate::DeviceModel: CPU compute-bound pass with ideal scaling", "
   place.threads = 4;
   // e1 = 0.5; t = F / (64e9 * 0.5) / 4 + overhead
   const double t = predict_pass_s(m, OpClass::CONV, w, 0.5, true, test_cpu(), place);
-  CHECK(t == Approx(1e9 / (64e9 * 0.5) / 4 + op_overhead_s(test_cpu())).epsilon(1e-9));
+  CHECK(t == Approx(1e9 / (64e9 * 0.5) / 4 + op_overhead_s(test_cpu(), 4)).epsilon(1e-9));
   // Half the threads: twice the compute time.
   place.threads = 2;
   const double t2 = predict_pass_s(m, OpClass::CONV, w, 0.5, true, test_cpu(), place);
-  CHECK(t2 - op_overhead_s(test_cpu()) == Approx(2 * (t - op_overhead_s(test_cpu()))));
+  CHECK(t2 - op_overhead_s(test_cpu(), 2) == Approx(2 * (t - op_overhead_s(test_cpu(), 4))));
 }
 
 TEST_CASE("calibrate::DeviceModel: Amdahl fraction fitted on the host limits thread scaling", "[calibrate]") {
@@ -111,7 +111,7 @@ TEST_CASE("calibrate::DeviceModel: Amdahl fraction fitted on the host limits thr
   // Host at 2 threads with efficiency 0.4 -> single-core efficiency 0.4 * 2 * (0.5 + 0.25) = 0.6;
   // 4 threads: F / (64e9 * 0.6) * (0.5 + 0.125).
   const double t = predict_pass_s(m, OpClass::CONV, w, 0.4, true, test_cpu(), place);
-  CHECK(t == Approx(1e9 / (64e9 * 0.6) * 0.625 + op_overhead_s(test_cpu())).epsilon(1e-9));
+  CHECK(t == Approx(1e9 / (64e9 * 0.6) * 0.625 + op_overhead_s(test_cpu(), 4)).epsilon(1e-9));
   // Two workers of 2 threads beat one of 4 threads on the same node (throughput per node).
   place.threads = 2;
   const double t_half = predict_pass_s(m, OpClass::CONV, PassWork{0.5e9, 1e3}, 0.4, true, test_cpu(), place);
@@ -125,7 +125,7 @@ TEST_CASE("calibrate::DeviceModel: memory-bound pass uses the worker's bandwidth
   WorkerPlacement place;
   place.threads = 2;  // half the socket's cores -> half its 40 GB/s
   const double t = predict_pass_s(m, OpClass::BATCH_NORM, w, 0.8, false, test_cpu(), place);
-  CHECK(t == Approx(4e8 / (20e9 * 0.8) + op_overhead_s(test_cpu())).epsilon(1e-9));
+  CHECK(t == Approx(4e8 / (20e9 * 0.8) + op_overhead_s(test_cpu(), 2)).epsilon(1e-9));
 }
 
 TEST_CASE("calibrate::DeviceModel: a worker spanning sockets pays its remote traffic over the socket links",
@@ -153,9 +153,9 @@ TEST_CASE("calibrate::DeviceModel: a worker spanning sockets pays its remote tra
   const HostModel m = host_model(1);
   const PassWork w{1e6, 4e8};
   const double t = predict_pass_s(m, OpClass::BATCH_NORM, w, 0.8, false, cpu, one);
-  CHECK(t == Approx(4e8 / (40e9 * 0.8) + op_overhead_s(cpu)).epsilon(1e-9));
+  CHECK(t == Approx(4e8 / (40e9 * 0.8) + op_overhead_s(cpu, 8)).epsilon(1e-9));
   const double t_pinned = predict_pass_s(m, OpClass::BATCH_NORM, PassWork{1e6, 2e8}, 0.8, false, cpu, pinned);
-  CHECK(t_pinned == Approx(2e8 / (40e9 * 0.8) + op_overhead_s(cpu)).epsilon(1e-9));
+  CHECK(t_pinned == Approx(2e8 / (40e9 * 0.8) + op_overhead_s(cpu, 4)).epsilon(1e-9));
 }
 
 TEST_CASE("calibrate::DeviceModel: Stampede2's Platinum 8160 pays its measured remote bandwidth only when one "
@@ -180,7 +180,71 @@ TEST_CASE("calibrate::DeviceModel: Stampede2's Platinum 8160 pays its measured r
   const HostModel m = host_model(1);
   const PassWork w{1e6, 4e9};
   const double t = predict_pass_s(m, OpClass::BATCH_NORM, w, 0.8, false, cpu, wide);
-  CHECK(t - op_overhead_s(cpu) == Approx(4e9 / (2 * cpu.mem_bandwidth_Bps * 0.8) * expected).epsilon(1e-9));
+  CHECK(t - op_overhead_s(cpu, 48) == Approx(4e9 / (2 * cpu.mem_bandwidth_Bps * 0.8) * expected).epsilon(1e-9));
+}
+
+TEST_CASE("calibrate::DeviceModel: a CPU pass's fixed cost grows with log2 of its threads between the measured "
+          "1 and 68 threads", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  // c(1) = 5 us (this host, 1 thread), c(68) = 10 us (DeepBench KNL7250): c(n) = 5 + 5 log2(n) / log2(68) us.
+  CHECK(cpu_region_s(1) == Approx(5e-6).epsilon(1e-12));
+  CHECK(cpu_region_s(68) == Approx(10e-6).epsilon(1e-12));
+  CHECK(cpu_region_s(2) == Approx(5e-6 + 5e-6 / std::log2(68.0)).epsilon(1e-12));
+  CHECK(cpu_region_s(48) == Approx(5e-6 + 5e-6 * std::log2(48.0) / std::log2(68.0)).epsilon(1e-12));
+  CHECK(cpu_region_s(0) == cpu_region_s(1));
+  CHECK(op_overhead_s(test_cpu(), 48) == cpu_region_s(48));
+  CHECK(op_overhead_s(test_gpu(), 48) == op_overhead_s(test_gpu()));  // GPUs: launch cost, no threads
+}
+
+TEST_CASE("calibrate::DeviceModel: a pass's parallel efficiency falls with its work per thread as w / (w + c(n))",
+          "[calibrate]") {
+  using namespace dtsim::calibrate;
+  const HostModel m = host_model(1);  // no Amdahl fit: the work itself scales ideally
+  Device cpu = test_cpu();
+  cpu.cores = 64;
+  WorkerPlacement place;
+  place.workers_per_node = 1;
+  // 1-thread work W = F / (64 GFLOP/s x 0.5); on n threads each thread has w = W / n of it.
+  const double flops = 64e9 * 0.5 * 1e-3;  // W = 1 ms
+  const auto efficiency = [&](int n) {
+    place.threads = n;
+    const double t = predict_pass_s(m, OpClass::CONV, {flops, 1.0}, 0.5, true, cpu, place);
+    return 1e-3 / (n * t);  // speedup over the pure 1-thread work, per thread
+  };
+  for (int n : {1, 2, 8, 48, 64}) {
+    const double w = 1e-3 / n;
+    CHECK(efficiency(n) == Approx(w / (w + cpu_region_s(n))).epsilon(1e-9));
+  }
+  // Work per thread equal to the fixed cost: half the efficiency of a pass with unlimited work.
+  const double w_half = cpu_region_s(8);
+  place.threads = 8;
+  const double t = predict_pass_s(m, OpClass::CONV, {64e9 * 0.5 * w_half * 8, 1.0}, 0.5, true, cpu, place);
+  CHECK(w_half * 8 / (8 * t) == Approx(0.5).epsilon(1e-9));
+}
+
+TEST_CASE("calibrate::DeviceModel: on a Stampede2 node one 48-thread process pays more fixed cost per pass than "
+          "4 processes of 12 threads at the same batch per process", "[calibrate]") {
+  using namespace dtsim::calibrate;
+  const Device& cpu = dtsim::platforms::DeviceCatalog::builtin().by_name("xeon-platinum-8160");
+  const HostModel m = host_model(1);
+  WorkerPlacement wide;
+  wide.threads = 48;
+  wide.cpu_sockets = 2;
+  wide.workers_per_node = 1;
+  WorkerPlacement pinned = wide;
+  pinned.threads = 12;
+  pinned.workers_per_node = 4;
+  const PassWork w{1e9, 1e3};  // compute bound: no NUMA term
+  const double t_wide = predict_pass_s(m, OpClass::CONV, w, 0.5, true, cpu, wide);
+  const double t_pinned = predict_pass_s(m, OpClass::CONV, w, 0.5, true, cpu, pinned);
+  const double work_1_thread_s = 1e9 / (device_core_peak_flops(cpu) * 0.5);
+  CHECK(t_wide == Approx(work_1_thread_s / 48 + cpu_region_s(48)).epsilon(1e-9));
+  CHECK(t_pinned == Approx(work_1_thread_s / 12 + cpu_region_s(12)).epsilon(1e-9));
+  // Node throughput: 4 passes of the pinned processes in t_pinned against 1 of the wide process in t_wide.
+  const double ratio = 4 * t_wide / t_pinned;
+  CHECK(ratio == Approx((work_1_thread_s / 12 + 4 * cpu_region_s(48)) / (work_1_thread_s / 12 + cpu_region_s(12)))
+                     .epsilon(1e-9));
+  CHECK(ratio > 1.0);
 }
 
 TEST_CASE("calibrate::DeviceModel: GPU time from the class-relative efficiency", "[calibrate]") {
