@@ -173,8 +173,11 @@ std::vector<InlineCollective> local_collectives(const ParallelLayout& L, const C
   std::vector<InlineCollective> out;
   const bool full = L.recompute == "full";
   if (L.tp > 1) {
-    int calls = 2 * ch.blocks + (forward ? (ch.embedding ? 1 : 0) : (ch.head ? 1 : 0));
-    if (!forward && full) calls += 2 * ch.blocks + (ch.embedding ? 1 : 0);
+    // A replicated embedding and output layer (ParallelLayout::replicated_vocab) compute whole on every rank.
+    const bool vocab_split = !L.replicated_vocab;
+    const int embedding = ch.embedding && vocab_split ? 1 : 0, head = ch.head && vocab_split ? 1 : 0;
+    int calls = 2 * ch.blocks + (forward ? embedding : head);
+    if (!forward && full) calls += 2 * ch.blocks + embedding;
     if (L.sequence_parallel) {
       out.push_back({"reduce-scatter", TP, L.tp_bytes, calls});
       out.push_back({"allgather", TP, L.tp_bytes, calls});
@@ -250,7 +253,36 @@ std::vector<Unit> zero3_units(const Chunk& ch, bool forward) {
   return units.blocks;
 }
 
+// The optimizer step of pipeline rank `s`: its chunks' share of the profile's update (by gradient bytes),
+// divided over the data-parallel group from ZeRO 1 on.
+double stage_update_s(const calibrate::ComputeProfile& profile, const ParallelLayout& L, const std::vector<Chunk>& chunks,
+                      int dp, int s) {
+  double total_grad_B = 0, rank_grad_B = 0;
+  for (const auto& c : chunks) total_grad_B += c.grad_B + c.expert_grad_B;
+  for (int k = 0; k < L.vp; ++k) {
+    const Chunk& ch = chunks[static_cast<std::size_t>(k * L.pp + s)];
+    rank_grad_B += ch.grad_B + ch.expert_grad_B;
+  }
+  return total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp : 1) : 0.0;
+}
+
 }  // namespace
+
+LayoutStageTimes layout_stage_times(const calibrate::ComputeProfile& profile, const ParallelLayout& L, int workers,
+                                    int pipeline_rank) {
+  check_layout(L, workers);
+  if (pipeline_rank < 0 || pipeline_rank >= L.pp)
+    throw InputError(fmt::format("pipeline rank {} is outside 0..{} (--pp {})", pipeline_rank, L.pp - 1, L.pp));
+  const std::vector<Chunk> chunks = build_chunks(profile, L);
+  LayoutStageTimes out;
+  for (int k = 0; k < L.vp; ++k) {
+    const Chunk& ch = chunks[static_cast<std::size_t>(k * L.pp + pipeline_rank)];
+    out.fwd_s += ch.fwd_s;
+    out.bwd_s += ch.bwd_s;
+  }
+  out.update_s = stage_update_s(profile, L, chunks, workers / L.model_parallel(), pipeline_rank);
+  return out;
+}
 
 void check_layout(const ParallelLayout& L, int workers) {
   const auto need = [](int v, const char* flag) {
@@ -314,8 +346,6 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
   const std::vector<Chunk> chunks = build_chunks(profile, L);
   const int pp = L.pp, vp = L.vp, m = L.micro_batches;
   const int total_chunks = pp * vp;
-  double total_grad_B = 0;
-  for (const auto& c : chunks) total_grad_B += c.grad_B + c.expert_grad_B;
 
   StepPrograms out;
   out.samples_per_iteration = L.samples_per_iteration;
@@ -518,8 +548,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
       rank_grad_B += ch.grad_B + ch.expert_grad_B;
       recompute += ch.recompute_s * m;
     }
-    const double update_s =
-        total_grad_B > 0 ? profile.update_s * rank_grad_B / total_grad_B / (L.zero >= 1 ? dp : 1) : 0.0;
+    const double update_s = stage_update_s(profile, L, chunks, dp, s);
     const int update = p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::UPDATE, .label = "optimizer update",
                               .seconds = update_s, .deps = grad_done});
     if ((L.zero == 1 || L.zero == 2) && dp > 1)
