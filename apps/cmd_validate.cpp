@@ -97,8 +97,9 @@ void print(const validate::ValidationReport& r, TextFormat format) {
   for (const auto& row : r.rows)
     for (const auto& name : PHASES) {
       const auto& f = row.measured.phases.at(name);
-      t.add_row({row.layout == "dp" ? std::to_string(row.ranks) : fmt::format("{} ({})", row.ranks, row.layout), name, ms(f.measured_ms), fmt::format("{:.1f}", f.spread_pct),
-                 ms(f.predicted_ms), pct(f)});
+      const std::string ranks =
+          row.layout == "dp" ? std::to_string(row.ranks) : fmt::format("{} ({})", row.ranks, row.layout);
+      t.add_row({ranks, name, ms(f.measured_ms), fmt::format("{:.1f}", f.spread_pct), ms(f.predicted_ms), pct(f)});
     }
   t.print(std::cout, format);
   if (format != TextFormat::TABLE) return;

@@ -26,7 +26,7 @@ std::string read_text(const std::string& path);
 void add_measured_row(ValidationReport& report, ValidationRow row, int threads, const std::string& unit);
 
 // Calibrates `model` on this machine with `backend` into the work directory's own database (unless
-// DTSIM_CALIBRATION_DB names one), then as co-run 1-thread copies, one per rank, where they fit; the
+// DTSIM_CALIBRATION_DB names one and the calibration is checked; --unchecked-calibration: no co-run copies), then as co-run 1-thread copies, one per rank, where they fit; the
 // timer is bounded so a busy machine cannot make validation run for long. Notes go to `report`
 // ("<prefix>calibration: N <passes> ...", "<prefix>co-run calibration: ..."). Returns whether the
 // co-run copies ran and the database path.

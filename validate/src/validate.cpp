@@ -252,7 +252,9 @@ HereCalibration calibrate_here(const models::Model& model, const ValidateOptions
   if (backend == "libtorch") co.allocator = options.allocator;
   // A database of its own in the work directory (unless DTSIM_CALIBRATION_DB names one): validation
   // never writes into the shipped calibration data, and build_profile then fits exactly this host.
-  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";
+  // Unchecked timings never enter a database of record (as `dtsim calibrate check --unchecked`).
+  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env || options.unchecked_calibration)
+    co.db_path = dir + "/calibration.json";
   // Bounded so a busy machine cannot make validation run for long: a pass with no clean block in
   // CALIBRATION_MAX_BLOCKS is stored as disturbed and the profile falls back to the op class.
   co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
