@@ -59,7 +59,16 @@ void print(const validate::ValidationReport& r, TextFormat format) {
         phases[name] = {{"measured_ms", f.measured_ms}, {"spread_pct", f.spread_pct},
                         {"predicted_ms", f.predicted_ms < 0 ? nlohmann::json() : nlohmann::json(f.predicted_ms)},
                         {"error_pct", f.predicted_ms < 0 ? nlohmann::json() : nlohmann::json(f.error_pct())}};
+      const auto& st = row.predicted;
+      const nlohmann::json structure =
+          row.predicted_ms < 0 ? nlohmann::json()
+                               : nlohmann::json{{"compute_ms", st.compute_ms},
+                                                {"local_collectives_ms", st.local_collectives_ms},
+                                                {"bubble_ms", st.bubble_ms},
+                                                {"exposed_communication_ms", st.exposed_communication_ms}};
       rows.push_back({{"ranks", row.ranks},
+                      {"layout", row.layout},
+                      {"predicted_structure", structure},
                       {"measured_ms", row.measured.phases.at("iteration").measured_ms},
                       {"predicted_ms", row.predicted_ms < 0 ? nlohmann::json() : nlohmann::json(row.predicted_ms)},
                       {"error_pct", row.predicted_ms < 0 ? nlohmann::json() : nlohmann::json(row.error_pct)},
@@ -73,7 +82,8 @@ void print(const validate::ValidationReport& r, TextFormat format) {
                       {"test_accuracy_after", row.measured.test_accuracy_after},
                       {"prediction", row.prediction_note}});
     }
-    nlohmann::json out{{"model", r.options.model}, {"strategy", r.options.strategy}, {"threads", r.options.threads},
+    nlohmann::json out{{"model", r.options.model}, {"strategy", r.options.strategy}, {"parallel", r.options.parallel},
+                       {"threads", r.options.threads},
                        {"batch", r.options.batch}, {"rows", rows}, {"notes", r.notes}};
     if (r.comm_measured)
       out["comm"] = {{"pingpong_latency_s", r.comm.pingpong_latency_s},
@@ -87,8 +97,9 @@ void print(const validate::ValidationReport& r, TextFormat format) {
   for (const auto& row : r.rows)
     for (const auto& name : PHASES) {
       const auto& f = row.measured.phases.at(name);
-      t.add_row({std::to_string(row.ranks), name, ms(f.measured_ms), fmt::format("{:.1f}", f.spread_pct),
-                 ms(f.predicted_ms), pct(f)});
+      const std::string ranks =
+          row.layout == "dp" ? std::to_string(row.ranks) : fmt::format("{} ({})", row.ranks, row.layout);
+      t.add_row({ranks, name, ms(f.measured_ms), fmt::format("{:.1f}", f.spread_pct), ms(f.predicted_ms), pct(f)});
     }
   t.print(std::cout, format);
   if (format != TextFormat::TABLE) return;
@@ -108,8 +119,14 @@ void print(const validate::ValidationReport& r, TextFormat format) {
         "{:.2f} GB/s\n",
         r.options.framework == "pytorch" ? "gloo" : "MPI", r.comm.pingpong_latency_s * 1e6, r.comm.pingpong_bandwidth_Bps / 1e9, r.comm.allreduce_latency_s * 1e6,
         r.comm.allreduce_bandwidth_Bps / 1e9);
-  for (const auto& row : r.rows)
+  for (const auto& row : r.rows) {
     if (!row.prediction_note.empty()) std::cout << fmt::format("prediction, {} rank(s): {}\n", row.ranks, row.prediction_note);
+    if (row.layout != "dp" && row.predicted_ms >= 0)
+      std::cout << fmt::format("predicted rank 0, {}: compute {:.3f} ms, tensor-parallel collectives {:.3f} ms, pipeline "
+                               "bubble {:.3f} ms, exposed communication {:.3f} ms\n",
+                               row.layout, row.predicted.compute_ms, row.predicted.local_collectives_ms,
+                               row.predicted.bubble_ms, row.predicted.exposed_communication_ms);
+  }
   for (const auto& n : r.notes) std::cout << "note: " << n << '\n';
 }
 
@@ -134,8 +151,19 @@ const CommandRegistrar registrar("validate", 80, [](CLI::App& root) {
                   "pytorch only: the heap regime the trainer runs in and its libtorch calibration is timed in "
                   "(default glibc, what a plain script gets):\n" + calibrate::allocator_help());
   cmd->add_option("--ranks", a->ranks, "Comma-separated MPI rank counts, one run each")->capture_default_str();
+  cmd->add_option("--parallel", a->options.parallel,
+                  "pytorch with a GPT config.json: dp (data parallel over each --ranks entry), tp (2-way tensor "
+                  "parallelism, 2 processes) or pp (2-stage 1F1B pipeline, 2 processes), predicted by dtsim's layout "
+                  "planner")
+      ->capture_default_str();
+  cmd->add_option("--micro-batches", a->options.micro_batches,
+                  fmt::format("--parallel pp: micro-batches per step, each of batch / micro-batches sequences "
+                              "(default {})",
+                              validate::PP_DEFAULT_MICRO_BATCHES));
   cmd->add_option("--threads", a->options.threads, "OpenMP threads per rank")->capture_default_str();
-  cmd->add_option("--batch", a->options.batch, "Samples per rank and iteration")->capture_default_str();
+  cmd->add_option("--batch", a->options.batch,
+                  "Samples per rank and iteration (--parallel tp|pp: sequences per step, the same on both processes)")
+      ->capture_default_str();
   cmd->add_option("--iterations", a->options.iterations, "Timed iterations per run")->capture_default_str();
   cmd->add_option("--warmup", a->options.warmup, "Untimed iterations before them")->capture_default_str();
   cmd->add_option("--strategy", a->options.strategy, "allreduce-ring or ps (rank 0 is the parameter server)")
@@ -146,11 +174,16 @@ const CommandRegistrar registrar("validate", 80, [](CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--timeout", a->options.timeout_s, "Seconds after which a training run is killed")
       ->capture_default_str();
+  cmd->add_flag("--unchecked-calibration", a->options.unchecked_calibration,
+                "Busy machines: calibrate without the disturbance check, by process CPU time at 1 thread (compare the "
+                "prediction with the trainer's own CPU time, not its wall time)");
   cmd->add_flag("--no-predict", [a](std::int64_t) { a->options.predict = false; }, "Measure only");
   cmd->add_option("--work-dir", a->options.work_dir, "Keep the trainer reports here (default: a new /tmp directory)");
   cmd->add_option("--format", a->format, "table, csv or json")->capture_default_str();
   cmd->callback([a, cmd] {
     const TextFormat format = parse_text_format(a->format);
+    // A model-parallel layout runs on 2 processes: the ranks default to that.
+    if (a->options.parallel != "dp" && cmd->count("--ranks") == 0) a->ranks = "2";
     a->options.ranks = parse_ranks(a->ranks);
     a->options.overlap = !a->no_overlap;
     const double DDP_BUCKET_CAP_MB = 25;  // torch.nn.parallel.DistributedDataParallel's default

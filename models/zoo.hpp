@@ -24,6 +24,9 @@ struct ModelOptions {
   // context parallelism gives each rank seq_len / context_parallel tokens whose attention runs over the
   // whole sequence; expert parallelism places experts / expert_parallel experts on each rank. 1 = none.
   int tensor_parallel = 1;
+  // Tensor parallelism with the embedding and the output layer whole on every rank (a trainer that
+  // replicates them, as validate/pytorch/model_parallel.py does) instead of Megatron's vocab-parallel split.
+  bool replicated_vocab = false;
   int context_parallel = 1;
   int expert_parallel = 1;
 };

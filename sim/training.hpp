@@ -155,6 +155,9 @@ void apply_framework(struct TrainingPoint& point, const FrameworkProfile& profil
 struct ParallelLayout {
   int tp = 1, pp = 1, vp = 1, cp = 1, ep = 1;
   bool sequence_parallel = false;  // Megatron's: tensor-parallel allreduces become reduce-scatter + allgather
+  // tp: the embedding and output layer whole on every tensor-parallel rank (models::ModelOptions
+  // replicated_vocab), so they run no collectives of their own; false: Megatron's vocab-parallel ones.
+  bool replicated_vocab = false;
   int zero = 0;                    // 0: DDP allreduce; 1: sharded optimizer; 2: + gradients; 3: + weights (FSDP)
   std::string schedule = "1f1b";   // gpipe | 1f1b (interleaved when vp > 1)
   std::string order = "tp-cp-dp-pp";  // rank placement, fastest dimension first
@@ -181,6 +184,14 @@ struct ParallelLayout {
 
 // InputError naming the flag and the constraint for a layout the planner cannot play on `workers` ranks.
 void check_layout(const ParallelLayout& layout, int workers);
+// One pipeline rank's compute in a layout, as the planner splits the profile of a rank's shard over its
+// chunks: forward and backward seconds of one micro-batch (recomputation included), and its optimizer step
+// (its share of the profile's update; ZeRO 1-3: of its shard over the data-parallel size of `workers`).
+struct LayoutStageTimes {
+  double fwd_s = 0, bwd_s = 0, update_s = 0;
+};
+LayoutStageTimes layout_stage_times(const calibrate::ComputeProfile& profile, const ParallelLayout& layout,
+                                    int workers, int pipeline_rank);
 // Transformer blocks per pipeline chunk (pp x vp entries, chunk k*pp + s on pipeline rank s): the layout's
 // stage_layers, else an even split with the remainder spread from the second chunk on. InputError (naming
 // --pp or --stage-layers) when they do not cover `blocks`.

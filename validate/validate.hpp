@@ -33,7 +33,21 @@ struct ValidateOptions {
   // The heap regime the trainer runs in and the libtorch calibration is timed in (pytorch only;
   // calibrate/allocator.hpp); "" = the default, what a plain script gets (glibc).
   std::string allocator;
+  // pytorch with a GPT config.json: "dp" (data parallel over each --ranks entry), or a model-parallel layout
+  // of 2 processes over gloo (validate/pytorch/model_parallel.py) beside dtsim's layout planner: "tp" (2-way
+  // Megatron-style tensor parallelism, both ranks on the same `batch` sequences) or "pp" (2-stage 1F1B
+  // pipeline over `micro_batches` micro-batches of batch / micro_batches sequences).
+  // A diagnostic for a busy machine (as `dtsim calibrate check --unchecked`): calibrate without the disturbance
+  // check, timing passes by process CPU time at 1 thread, so that the prediction can be set beside the
+  // trainer's own CPU time when wall times are inflated.
+  bool unchecked_calibration = false;
+  std::string parallel = "dp";
+  int micro_batches = 0;           // pp only; 0 = PP_DEFAULT_MICRO_BATCHES
 };
+
+// Micro-batches of a 2-stage pipeline when none are given: 2 x the stages, Megatron-LM's smallest
+// recommended m = 2 pp (its bubble (pp - 1) / (m + pp - 1) is then 1/5 of the iteration).
+inline constexpr int PP_DEFAULT_MICRO_BATCHES = 4;
 
 // True when `model` names a Hugging Face config.json (a language model for the PyTorch trainer).
 bool is_language_model(const std::string& model);
@@ -78,11 +92,21 @@ CommFit fit_comm(const std::string& bench_json, double around_bytes = 0);
 // and bandwidth of `fit` (an allreduce curve read through the ring model); unused links when !measured.
 platforms::Platform localhost_platform(const CommFit& fit, bool measured);
 
+// Where the predicted iteration goes on rank 0 (sim::Breakdown), in ms.
+struct PredictedStructure {
+  double compute_ms = 0;            // forward + backward + update
+  double local_collectives_ms = 0;  // tensor-parallel collectives on the compute stream
+  double bubble_ms = 0;             // the pipeline schedule's bubble on an ideal network
+  double exposed_communication_ms = 0;  // the iteration less compute (collectives, transfers, bubble, waits)
+};
+
 struct ValidationRow {
   int ranks = 0;
+  std::string layout = "dp";       // dp, tp or pp (ValidateOptions::parallel)
   MeasuredRun measured;
   double predicted_ms = -1;
   double error_pct = 0;
+  PredictedStructure predicted;    // set with the prediction
   std::string prediction_note;     // how the prediction was made (profile coverage, fitted links)
 };
 
@@ -108,6 +132,10 @@ bool pytorch_available();
 // run_validation for framework "pytorch": the same flow with train.py, libtorch calibration and the
 // pytorch-ddp profile. Failure when PyTorch is missing or the torch model differs from dtsim's.
 ValidationReport run_pytorch_validation(const ValidateOptions& options, const std::string& work_dir);
+// run_pytorch_validation for --parallel tp|pp: one 2-process model-parallel run of train.py, libtorch
+// calibration of what one rank computes (the tensor-parallel shard, or the model at the micro-batch for the
+// pipeline's stages) and the prediction of dtsim's layout planner over the fitted gloo links.
+ValidationReport run_pytorch_layout_validation(const ValidateOptions& options, const std::string& work_dir);
 
 // ----- launching -----------------------------------------------------------------------------------
 

@@ -168,8 +168,9 @@ void check_shards(const TransformerConfig& c, const ModelOptions& o) {
 }
 
 // The vocabulary rows one tensor-parallel rank holds (vocab-parallel embedding and output layer; Megatron
-// pads the vocabulary to a multiple of the tensor-parallel size).
+// pads the vocabulary to a multiple of the tensor-parallel size), or all of them when they are replicated.
 std::int64_t vocab_shard(const TransformerConfig& c, const ModelOptions& o) {
+  if (o.replicated_vocab) return c.vocab;
   return (c.vocab + o.tensor_parallel - 1) / o.tensor_parallel;
 }
 

@@ -121,6 +121,7 @@ std::string layout_text(const Scenario& s) {
   if (l.cp > 1) add(fmt::format("cp {}", l.cp));
   if (l.ep > 1) add(fmt::format("ep {}", l.ep));
   if (l.sequence_parallel) add("sequence parallel");
+  if (l.replicated_vocab) add("replicated vocabulary");
   if (l.zero > 0) add(fmt::format("ZeRO {}", l.zero));
   if (l.recompute != "none") add("recompute " + l.recompute);
   if (l.schedule != "1f1b") add(l.schedule);
@@ -685,6 +686,17 @@ std::vector<ScenarioField> make_fields() {
        .example = "true",
        .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.sequence_parallel = in.as<bool>(); },
        .write = [](const Scenario& s) { return value(s.point.layout.sequence_parallel); }},
+      {.key = "replicated_vocab",
+       .group = GROUP_LAYOUT,
+       .type = "bool",
+       .default_text = "false",
+       .help = "Tensor parallelism with the embedding and output layer whole on every rank (no vocab split, no "
+               "collectives of their own), as a trainer that replicates them",
+       .flag = "--replicated-vocab",
+       .flag_kind = K::SETS_TRUE,
+       .example = "true",
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.layout.replicated_vocab = in.as<bool>(); },
+       .write = [](const Scenario& s) { return value(s.point.layout.replicated_vocab); }},
       {.key = "zero",
        .group = GROUP_LAYOUT,
        .type = "0..3",

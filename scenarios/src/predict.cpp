@@ -460,6 +460,7 @@ Prepared prepare(const Scenario& s, LayoutCache::Impl* cache = nullptr) {
                                    s.point.strategy.name(), s.point.framework.name));
     if (p.layout.active) {
       mo.tensor_parallel = s.point.layout.tp;
+      mo.replicated_vocab = s.point.layout.replicated_vocab;
       mo.context_parallel = s.point.layout.cp;
       mo.expert_parallel = s.point.layout.ep;
     }

@@ -208,6 +208,14 @@ TEST_CASE("models::Transformers: a tensor-, context- or expert-parallel rank hol
   CHECK(shard.by_name("layers.0.attn.proj").dst_shape.c == h);
   CHECK(shard.by_name("layers.0.mlp.fc1").dst_shape.c == 4 * h / 4);
   CHECK(shard.by_name("embed").costs.params == (51200 / 4 + 2048) * h);  // vocabulary split, positions not
+  {
+    ModelOptions r = o;
+    r.replicated_vocab = true;  // the embedding and the output layer whole on every rank, the blocks split
+    const auto rep = build_zoo_model("megatron_1.7b", r);
+    CHECK(rep.by_name("embed").costs.params == whole.by_name("embed").costs.params);
+    CHECK(rep.by_name("lm_head").costs.fwd_flops == whole.by_name("lm_head").costs.fwd_flops);
+    CHECK(rep.by_name("layers.0.attn.qkv").dst_shape.c == 3 * h / 4);
+  }
   // The blocks' weight matrices split 4 ways; biases of row-parallel layers and norms stay whole.
   const auto block_params = [](const Model& m) {
     std::int64_t p = 0;

@@ -117,6 +117,56 @@ TEST_CASE("sim::Layout: tensor parallelism moves 4 (tp-1)/tp x b s h x bytes per
   }
 }
 
+TEST_CASE("sim::Layout: a replicated embedding and output layer run no tensor-parallel collective of their own",
+          "[sim][layout]") {
+  auto profile = blocks_profile(2);
+  calibrate::LayerTime embed;
+  embed.name = "embed";
+  embed.op = "embedding";
+  embed.fwd_s = 0.5 * MS;
+  embed.grad_bytes = 500;
+  calibrate::LayerTime head = embed;
+  head.name = "lm_head";
+  head.op = "lm_head";
+  head.grad_bytes = 0;
+  profile.layers.insert(profile.layers.begin(), embed);
+  profile.layers.push_back(head);
+  ParallelLayout l;
+  l.tp = 2;
+  l.tp_bytes = 1000;
+  const double per_call = 2.0 * 1 / 2 * 1000;  // an allreduce's bus bytes over 2 ranks
+  // Megatron's vocab-parallel embedding adds one allreduce in forward, its output layer one in backward.
+  auto pr = plan_layout(profile, layout_point(2, l));
+  CHECK(inline_bus_bytes(pr, 0, TaskPhase::FORWARD, 2) == Approx((2 * 2 + 1) * per_call));
+  CHECK(inline_bus_bytes(pr, 0, TaskPhase::BACKWARD, 2) == Approx((2 * 2 + 1) * per_call));
+  l.replicated_vocab = true;
+  pr = plan_layout(profile, layout_point(2, l));
+  CHECK(inline_bus_bytes(pr, 0, TaskPhase::FORWARD, 2) == Approx(2 * 2 * per_call));
+  CHECK(inline_bus_bytes(pr, 0, TaskPhase::BACKWARD, 2) == Approx(2 * 2 * per_call));
+}
+
+TEST_CASE("sim::Layout: a pipeline rank's stage times are its chunks' share of the profile", "[sim][layout]") {
+  auto profile = blocks_profile(4, 1000);
+  calibrate::LayerTime embed;
+  embed.name = "embed";
+  embed.op = "embedding";
+  embed.fwd_s = 0.5 * MS;
+  embed.bwd_weights_s = 0.25 * MS;
+  embed.grad_bytes = 2000;
+  profile.layers.insert(profile.layers.begin(), embed);
+  profile.update_s = 6 * MS;  // over 6,000 gradient bytes
+  ParallelLayout l;
+  l.pp = 2;
+  l.micro_batches = 4;
+  const auto first = layout_stage_times(profile, l, 2, 0), second = layout_stage_times(profile, l, 2, 1);
+  CHECK(first.fwd_s == Approx(2.5 * MS));  // the embedding and blocks 0-1
+  CHECK(first.bwd_s == Approx(4.25 * MS));
+  CHECK(second.fwd_s == Approx(2 * MS));
+  CHECK(first.update_s == Approx(4 * MS));  // 4,000 of the 6,000 gradient bytes
+  CHECK(second.update_s == Approx(2 * MS));
+  CHECK_THROWS_AS(layout_stage_times(profile, l, 2, 2), InputError);
+}
+
 TEST_CASE("sim::Layout: ZeRO-3 gathers each parameter twice per micro-batch and reduce-scatters its gradient once",
           "[sim][layout]") {
   for (int m : {1, 3}) {

@@ -15,7 +15,9 @@ model (train.py's Gpt) on 2 processes over gloo:
 Each rank builds the whole model from the same seed and keeps its part, so the split model equals the
 1-process one: check_split() compares their first losses. Reports use dtsim-train's schema (forward =
 compute of the forward passes, backward = of the backward passes, exchange = the rest of the step before the
-optimizer: tensor-parallel allreduces or pipeline transfers and bubble, update = optimizer step)."""
+optimizer: the tensor-parallel allreduces, timed around each call, or the pipeline's transfers, bubble and
+tied-embedding allreduce; update = optimizer step), plus per iteration the allreduce calls and bytes (tp) or
+the bytes sent and allreduced (pp) of rank 0."""
 import time
 
 import torch
@@ -27,13 +29,37 @@ TP_RANKS = 2
 PP_STAGES = 2
 
 
+class _Collectives:
+    """The tensor-parallel allreduces of one step on this rank: seconds spent in each pass, calls and bytes.
+    They block (gloo on CPU), and autograd runs the backward ones on the calling thread, so timing the call
+    gives their share of forward and backward."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.seconds = {"forward": 0.0, "backward": 0.0}
+        self.calls = 0
+        self.bytes = 0
+
+    def all_reduce(self, x, pass_name):
+        a = time.perf_counter()
+        dist.all_reduce(x)
+        self.seconds[pass_name] += time.perf_counter() - a
+        self.calls += 1
+        self.bytes += x.numel() * x.element_size()
+
+
+_TP_COLLECTIVES = _Collectives()
+
+
 class _AllreduceForward(torch.autograd.Function):
     """Megatron's g: sum the partial outputs of a row-split layer; the gradient passes through."""
 
     @staticmethod
     def forward(ctx, x):
         x = x.clone()
-        dist.all_reduce(x)
+        _TP_COLLECTIVES.all_reduce(x, "forward")
         return x
 
     @staticmethod
@@ -51,7 +77,7 @@ class _AllreduceBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         g = g.clone()
-        dist.all_reduce(g)
+        _TP_COLLECTIVES.all_reduce(g, "backward")
         return g
 
 
@@ -135,9 +161,10 @@ class _Stage(nn.Module):
         return F.linear(self.final_norm(x), self.head) if self.last else x
 
 
-def _phases(t0, compute_fwd, compute_bwd, t_opt0, t_end):
+def _phases(t0, compute_fwd, compute_bwd, t_opt0, t_end, sent_bytes, tied_bytes):
     return {"forward_s": compute_fwd, "backward_s": compute_bwd,
-            "exchange_s": max(0.0, (t_opt0 - t0) - compute_fwd - compute_bwd), "update_s": t_end - t_opt0}
+            "exchange_s": max(0.0, (t_opt0 - t0) - compute_fwd - compute_bwd), "update_s": t_end - t_opt0,
+            "sent_bytes": sent_bytes, "allreduce_bytes": tied_bytes}
 
 
 def train_tensor_parallel(model, optimizer_of, batches, loss_of, rank):
@@ -145,7 +172,9 @@ def train_tensor_parallel(model, optimizer_of, batches, loss_of, rank):
     (phases, loss)."""
     model = split_tensor_parallel(model, rank)
     optimizer = optimizer_of(model)
+    comm = _TP_COLLECTIVES
     for x, y in batches:
+        comm.reset()
         t0 = time.perf_counter()
         loss = loss_of(model, x, y)
         t1 = time.perf_counter()
@@ -154,8 +183,10 @@ def train_tensor_parallel(model, optimizer_of, batches, loss_of, rank):
         optimizer.step()
         optimizer.zero_grad()
         t3 = time.perf_counter()
-        # The allreduces run inside forward and backward (blocking); they are part of those phases here.
-        yield {"forward_s": t1 - t0, "backward_s": t2 - t1, "exchange_s": 0.0, "update_s": t3 - t2}, loss.item()
+        # The allreduces block inside forward and backward: their time is the exchange, the rest compute.
+        fwd_comm, bwd_comm = comm.seconds["forward"], comm.seconds["backward"]
+        yield {"forward_s": t1 - t0 - fwd_comm, "backward_s": t2 - t1 - bwd_comm, "exchange_s": fwd_comm + bwd_comm,
+               "update_s": t3 - t2, "allreduce_calls": comm.calls, "allreduce_bytes": comm.bytes}, loss.item()
 
 
 def train_pipeline(model, optimizer_of, batches, micro_batches, rank):
@@ -169,6 +200,11 @@ def train_pipeline(model, optimizer_of, batches, micro_batches, rank):
         t0 = time.perf_counter()
         fwd_s = bwd_s = 0.0
         outs, ins, pending, total = {}, {}, [], 0.0
+        sent = [0]  # bytes this rank sends (activations from the first stage, their gradients from the last)
+
+        def send(t):
+            sent[0] += t.numel() * t.element_size()
+            pending.append(dist.isend(t, peer))
 
         def forward(i):
             nonlocal fwd_s
@@ -176,7 +212,7 @@ def train_pipeline(model, optimizer_of, batches, micro_batches, rank):
                 a = time.perf_counter()
                 outs[i] = stage(xs[i])
                 fwd_s += time.perf_counter() - a
-                pending.append(dist.isend(outs[i].detach().contiguous(), peer))
+                send(outs[i].detach().contiguous())
             else:
                 h = torch.empty(xs[i].shape[0], xs[i].shape[1], model.final_norm.normalized_shape[0])
                 dist.recv(h, peer)
@@ -199,7 +235,7 @@ def train_pipeline(model, optimizer_of, batches, micro_batches, rank):
                 outs[i].backward()
                 bwd_s += time.perf_counter() - a
                 total += outs[i].item()
-                pending.append(dist.isend(ins[i].grad.contiguous(), peer))
+                send(ins[i].grad.contiguous())
             del outs[i]
 
         if stage.first:  # 1F1B on 2 stages: one forward ahead, then forward i+1 / backward i
@@ -222,4 +258,4 @@ def train_pipeline(model, optimizer_of, batches, micro_batches, rank):
         optimizer.step()
         optimizer.zero_grad()
         t2 = time.perf_counter()
-        yield _phases(t0, fwd_s, bwd_s, t1, t2), total
+        yield _phases(t0, fwd_s, bwd_s, t1, t2, sent[0], tied.numel() * tied.element_size()), total

@@ -43,40 +43,6 @@ std::string last_line(const std::string& text) {
   return last;
 }
 
-// Runs the trainer in heap regime `allocator` (its environment: MALLOC_* or LD_PRELOAD, none for glibc's
-// defaults), which its spawned DDP processes inherit.
-std::string run_trainer(const std::vector<std::string>& args, const calibrate::AllocatorRegime& allocator,
-                        double timeout_s, const std::string& what) {
-  std::vector<std::string> argv;
-  if (!allocator.env.empty()) {
-    argv.push_back("/usr/bin/env");
-    for (const auto& [name, value] : allocator.env) argv.push_back(name + "=" + value);
-  }
-  argv.push_back(python_path());
-  argv.push_back(script_path());
-  argv.insert(argv.end(), args.begin(), args.end());
-  const LaunchResult r = run_command(argv, timeout_s);
-  if (r.timed_out) throw Failure(fmt::format("PyTorch {}: timed out after {:.0f} s", what, timeout_s));
-  if (r.exit_code != 0)
-    throw Failure(fmt::format("PyTorch {} failed (exit {}): {}", what, r.exit_code, last_line(r.output)));
-  return r.output;
-}
-
-// dtsim's layer table (name, parameters, output shape) for the trainer's --check-model.
-void write_layer_table(const models::Model& model, const std::string& path) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (const auto& l : model.layers()) {
-    if (l.op == models::OpKind::INPUT) continue;
-    layers.push_back({{"name", l.name},
-                      {"op", std::string(models::op_name(l))},
-                      {"params", l.costs.params},
-                      {"dst", {l.dst_shape.n, l.dst_shape.c, l.dst_shape.h, l.dst_shape.w}}});
-  }
-  std::ofstream f(path);
-  f << nlohmann::json{{"model", model.name()}, {"layers", layers}}.dump(1) << '\n';
-  if (!f) throw Failure(fmt::format("cannot write {}", path));
-}
-
 // The median page faults of the trainer's timed iterations (0 in a held heap; absent in reports of older
 // trainers).
 double median_minor_faults(const std::string& report_text) {
@@ -103,7 +69,51 @@ bool pytorch_available() {
   return !r.timed_out && r.exit_code == 0;
 }
 
+// The heap regime's environment (MALLOC_* or LD_PRELOAD, none for glibc's defaults) is inherited by the
+// processes the trainer spawns.
+std::string run_trainer(const std::vector<std::string>& args, const calibrate::AllocatorRegime& allocator,
+                        double timeout_s, const std::string& what) {
+  std::vector<std::string> argv;
+  if (!allocator.env.empty()) {
+    argv.push_back("/usr/bin/env");
+    for (const auto& [name, value] : allocator.env) argv.push_back(name + "=" + value);
+  }
+  argv.push_back(python_path());
+  argv.push_back(script_path());
+  argv.insert(argv.end(), args.begin(), args.end());
+  const LaunchResult r = run_command(argv, timeout_s);
+  if (r.timed_out) throw Failure(fmt::format("PyTorch {}: timed out after {:.0f} s", what, timeout_s));
+  if (r.exit_code != 0)
+    throw Failure(fmt::format("PyTorch {} failed (exit {}): {}", what, r.exit_code, last_line(r.output)));
+  return r.output;
+}
+
+void write_layer_table(const models::Model& model, const std::string& path) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : model.layers()) {
+    if (l.op == models::OpKind::INPUT) continue;
+    layers.push_back({{"name", l.name},
+                      {"op", std::string(models::op_name(l))},
+                      {"params", l.costs.params},
+                      {"dst", {l.dst_shape.n, l.dst_shape.c, l.dst_shape.h, l.dst_shape.w}}});
+  }
+  std::ofstream f(path);
+  f << nlohmann::json{{"model", model.name()}, {"layers", layers}}.dump(1) << '\n';
+  if (!f) throw Failure(fmt::format("cannot write {}", path));
+}
+
+void measure_gloo(ValidationReport& report, const calibrate::AllocatorRegime& allocator, const std::string& dir,
+                  double timeout_s) {
+  const std::string out = dir + "/bench-comm-gloo.json";
+  run_trainer({"--bench-comm", "--procs", "2", "--out", out}, allocator, timeout_s, "gloo curves");
+  // gloo over TCP loopback has no cache-regime change to fit around (unlike shared-memory MPI): the
+  // bandwidth comes from every message >= 256 KiB, which a busy machine cannot turn into a flat slope.
+  report.comm = fit_comm(read_text(out), 0);
+  report.comm_measured = true;
+}
+
 ValidationReport run_pytorch_validation(const ValidateOptions& options, const std::string& dir) {
+  if (options.parallel != "dp") return run_pytorch_layout_validation(options, dir);
   if (!pytorch_available())
     throw Failure(fmt::format("--framework pytorch: {} cannot import torch and torchvision (install python3-torch "
                               "python3-torchvision, or set DTSIM_PYTHON)",
@@ -129,14 +139,7 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
   write_layer_table(model, layers_path);
 
   const int max_ranks = *std::max_element(options.ranks.begin(), options.ranks.end());
-  if (options.predict && max_ranks >= 2) {
-    const std::string out = dir + "/bench-comm-gloo.json";
-    run_trainer({"--bench-comm", "--procs", "2", "--out", out}, regime, options.timeout_s, "gloo curves");
-    // gloo over TCP loopback has no cache-regime change to fit around (unlike shared-memory MPI): the
-    // bandwidth comes from every message >= 256 KiB, which a busy machine cannot turn into a flat slope.
-    report.comm = fit_comm(read_text(out), 0);
-    report.comm_measured = true;
-  }
+  if (options.predict && max_ranks >= 2) measure_gloo(report, regime, dir, options.timeout_s);
   const double bucket_mb = options.fusion_bytes / (1024.0 * 1024.0);
   for (int r : options.ranks) {
     const std::string out = fmt::format("{}/pytorch-{}procs.json", dir, r);

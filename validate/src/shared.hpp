@@ -4,7 +4,9 @@
 // Private to validate/src.
 #pragma once
 #include <string>
+#include <vector>
 
+#include "calibrate/allocator.hpp"
 #include "calibrate/calibrate.hpp"
 #include "calibrate/profile.hpp"
 #include "models/model.hpp"
@@ -24,7 +26,7 @@ std::string read_text(const std::string& path);
 void add_measured_row(ValidationReport& report, ValidationRow row, int threads, const std::string& unit);
 
 // Calibrates `model` on this machine with `backend` into the work directory's own database (unless
-// DTSIM_CALIBRATION_DB names one), then as co-run 1-thread copies, one per rank, where they fit; the
+// DTSIM_CALIBRATION_DB names one and the calibration is checked; --unchecked-calibration: no co-run copies), then as co-run 1-thread copies, one per rank, where they fit; the
 // timer is bounded so a busy machine cannot make validation run for long. Notes go to `report`
 // ("<prefix>calibration: N <passes> ...", "<prefix>co-run calibration: ..."). Returns whether the
 // co-run copies ran and the database path.
@@ -35,6 +37,17 @@ struct HereCalibration {
 HereCalibration calibrate_here(const models::Model& model, const ValidateOptions& options, const std::string& dir,
                                const std::string& backend, const std::string& prefix, const std::string& passes,
                                ValidationReport& report);
+
+// PyTorch (pytorch.cpp): runs validate/pytorch/train.py with `args` in heap regime `allocator` (its
+// environment), returning its output; Failure naming `what` with the trainer's last line when it fails or
+// times out.
+std::string run_trainer(const std::vector<std::string>& args, const calibrate::AllocatorRegime& allocator,
+                        double timeout_s, const std::string& what);
+// dtsim's layer table (name, parameters, output shape) for the trainer's --check-model.
+void write_layer_table(const models::Model& model, const std::string& path);
+// The gloo curves (train.py --bench-comm on 2 processes) fitted into report.comm.
+void measure_gloo(ValidationReport& report, const calibrate::AllocatorRegime& allocator, const std::string& dir,
+                  double timeout_s);
 
 // Sets the predicted phases, iteration and error of `row` from a simulated point and its profile.
 void set_prediction(ValidationRow& row, const calibrate::ComputeProfile& profile, const sim::PointResult& res,

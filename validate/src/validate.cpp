@@ -43,6 +43,29 @@ constexpr double CALIBRATION_MIN_BLOCK_S = 0.02;
 // Longest sequence the PyTorch trainer is asked for (the config's n_positions bounds it further).
 constexpr int MAX_SEQ_LEN = 1 << 16;
 
+// --parallel and --micro-batches: a 2-process tensor-parallel or pipeline layout of a GPT.
+void check_layout_options(const ValidateOptions& o) {
+  if (o.parallel != "dp" && o.parallel != "tp" && o.parallel != "pp")
+    throw InputError(fmt::format("--parallel: expected dp, tp or pp, got '{}'", o.parallel));
+  if (o.micro_batches < 0 || o.micro_batches > MAX_BATCH)
+    throw InputError(fmt::format("--micro-batches: expected 1..{} (0 = {}), got {}", MAX_BATCH, PP_DEFAULT_MICRO_BATCHES,
+                                 o.micro_batches));
+  if (o.micro_batches > 0 && o.parallel != "pp")
+    throw InputError(fmt::format("--micro-batches: applies to --parallel pp, got --parallel {}", o.parallel));
+  if (o.parallel == "dp") return;
+  if (o.framework != "pytorch" || !is_language_model(o.model))
+    throw InputError(fmt::format("--parallel {}: model-parallel layouts run in the PyTorch trainer on a GPT "
+                                 "(--framework pytorch --model path/config.json --data synthetic)",
+                                 o.parallel));
+  if (o.ranks != std::vector<int>{2})
+    throw InputError(fmt::format("--ranks: --parallel {} runs on exactly 2 processes (--ranks 2, the default with it)",
+                                 o.parallel));
+  const int m = o.parallel == "pp" ? (o.micro_batches > 0 ? o.micro_batches : PP_DEFAULT_MICRO_BATCHES) : 1;
+  if (o.batch % m != 0)
+    throw InputError(fmt::format("--batch: {} sequences per step do not split into {} micro-batches (--micro-batches)",
+                                 o.batch, m));
+}
+
 void check_options(const ValidateOptions& o) {
   if (o.ranks.empty()) throw InputError("--ranks: expected a list like 1,2");
   for (int r : o.ranks)
@@ -68,6 +91,7 @@ void check_options(const ValidateOptions& o) {
     throw InputError(fmt::format("--seq-len: expected 0..{} (0 = the config's n_positions), got {}", MAX_SEQ_LEN, o.seq_len));
   if (o.seq_len > 0 && !(o.framework == "pytorch" && is_language_model(o.model)))
     throw InputError("--seq-len: only a language model (--framework pytorch --model path/config.json) takes a sequence length");
+  check_layout_options(o);
   if (o.framework == "pytorch") {
     if (o.model != "lenet5" && o.model != "resnet18" && !is_language_model(o.model))
       throw InputError(fmt::format(
@@ -228,11 +252,20 @@ HereCalibration calibrate_here(const models::Model& model, const ValidateOptions
   if (backend == "libtorch") co.allocator = options.allocator;
   // A database of its own in the work directory (unless DTSIM_CALIBRATION_DB names one): validation
   // never writes into the shipped calibration data, and build_profile then fits exactly this host.
-  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env) co.db_path = dir + "/calibration.json";
+  // Unchecked timings never enter a database of record (as `dtsim calibrate check --unchecked`).
+  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); !env || !*env || options.unchecked_calibration)
+    co.db_path = dir + "/calibration.json";
   // Bounded so a busy machine cannot make validation run for long: a pass with no clean block in
   // CALIBRATION_MAX_BLOCKS is stored as disturbed and the profile falls back to the op class.
   co.timer.max_blocks = CALIBRATION_MAX_BLOCKS;
   co.timer.min_block_s = CALIBRATION_MIN_BLOCK_S;
+  if (options.unchecked_calibration) {
+    co.timer.check_disturbance = false;
+    co.timer.cpu_time = options.threads == 1;
+    report.notes.push_back(fmt::format("{}calibration UNCHECKED: no disturbance check; {}", prefix,
+                                       co.timer.cpu_time ? "passes timed by process CPU time"
+                                                         : "passes timed by wall time (more than 1 thread)"));
+  }
   const auto summary = calibrate::calibrate_model(model, co);
   report.notes.push_back(fmt::format("{}calibration: {} {} ({} reused, {} timed, {} disturbed) in {}", prefix,
                                      summary.items, passes, summary.reused, summary.timed, summary.disturbed,
@@ -243,7 +276,12 @@ HereCalibration calibrate_here(const models::Model& model, const ValidateOptions
   const int max_ranks = *std::max_element(options.ranks.begin(), options.ranks.end());
   const int corun = std::min(max_ranks, dtsim::online_cpus());
   HereCalibration out{summary.db_path, false};
-  if (options.threads == 1 && corun >= 2) {
+  // Unchecked (CPU time), the copies are not timed: CPU time does not see the slowdown they cause each other.
+  if (options.unchecked_calibration && corun >= 2)
+    report.notes.push_back(fmt::format("{}co-run calibration skipped (--unchecked-calibration: CPU time does not "
+                                       "measure the ranks' mutual slowdown)",
+                                       prefix));
+  if (options.threads == 1 && corun >= 2 && !options.unchecked_calibration) {
     co.instances = corun;
     const auto s = calibrate::calibrate_model(model, co);
     report.notes.push_back(fmt::format("{}co-run calibration: {} copies x 1 thread, {} passes ({} timed, {} disturbed)",

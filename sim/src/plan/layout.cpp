@@ -174,8 +174,11 @@ std::vector<InlineCollective> local_collectives(const ParallelLayout& L, const C
   std::vector<InlineCollective> out;
   const bool full = L.recompute == "full";
   if (L.tp > 1) {
-    int calls = 2 * ch.blocks + (forward ? (ch.embedding ? 1 : 0) : (ch.head ? 1 : 0));
-    if (!forward && full) calls += 2 * ch.blocks + (ch.embedding ? 1 : 0);
+    // A replicated embedding and output layer (ParallelLayout::replicated_vocab) compute whole on every rank.
+    const bool vocab_split = !L.replicated_vocab;
+    const int embedding = ch.embedding && vocab_split ? 1 : 0, head = ch.head && vocab_split ? 1 : 0;
+    int calls = 2 * ch.blocks + (forward ? embedding : head);
+    if (!forward && full) calls += 2 * ch.blocks + embedding;
     if (L.sequence_parallel) {
       out.push_back({"reduce-scatter", TP, L.tp_bytes, calls});
       out.push_back({"allgather", TP, L.tp_bytes, calls});
@@ -265,6 +268,22 @@ double stage_update_s(const calibrate::ComputeProfile& profile, const ParallelLa
 }
 
 }  // namespace
+
+LayoutStageTimes layout_stage_times(const calibrate::ComputeProfile& profile, const ParallelLayout& L, int workers,
+                                    int pipeline_rank) {
+  check_layout(L, workers);
+  if (pipeline_rank < 0 || pipeline_rank >= L.pp)
+    throw InputError(fmt::format("pipeline rank {} is outside 0..{} (--pp {})", pipeline_rank, L.pp - 1, L.pp));
+  const std::vector<Chunk> chunks = build_chunks(profile, L);
+  LayoutStageTimes out;
+  for (int k = 0; k < L.vp; ++k) {
+    const Chunk& ch = chunks[static_cast<std::size_t>(k * L.pp + pipeline_rank)];
+    out.fwd_s += ch.fwd_s;
+    out.bwd_s += ch.bwd_s;
+  }
+  out.update_s = stage_update_s(profile, L, workers / L.model_parallel() * L.cp, chunks, pipeline_rank);
+  return out;
+}
 
 void check_layout(const ParallelLayout& L, int workers) {
   const auto need = [](int v, const char* flag) {
