@@ -431,6 +431,12 @@ class Replay final : public ReplayServices {
     library_ = &collective_library_by_name(resolve_collective_library(platform_, point_).name, "--collective-library");
     forced_ = point_.strategy.collective == "auto" ? "" : point_.strategy.collective;
     if (!forced_.empty()) (void)collective_by_name("allreduce", forced_, "--strategy");
+    // One group and no point-to-point tasks: its collectives run one at a time, nothing else on their
+    // links, so one alone may be solved in closed form (World::set_solve_together).
+    bool p2p = false;
+    for (const auto& prog : pr.programs)
+      for (const auto& t : prog.tasks) p2p = p2p || t.kind == TaskKind::SEND || t.kind == TaskKind::RECV;
+    if (pr.groups.size() == 1 && !p2p) world_.set_solve_together(true);
   }
 
   const Task& task_of(int r, int i) const { return programs_.of(r).tasks[static_cast<std::size_t>(i)]; }

@@ -34,6 +34,10 @@ namespace s4u = simgrid::s4u;
 namespace {
 // Relative difference below which two link usages read at successive time advances are the same rate.
 constexpr double USAGE_CHANGE_TOLERANCE = 1e-9;
+// Relative difference below which flows solved together take the same work (World::transfer_together).
+constexpr double SAME_WORK_TOLERANCE = 1e-12;
+// World::allow_solving_together: whether a new world may solve flows together.
+bool g_allow_solving_together = true;
 }  // namespace
 
 struct World::Impl {
@@ -55,6 +59,10 @@ struct World::Impl {
   std::int64_t started = 0;
   bool latency_bound_bypass = false;
   bool weighted_folds = false;  // set_weighted_folds
+  bool solve_together = false;  // set_solve_together (and allowed: g_allow_solving_together)
+  bool allow_solving_together = g_allow_solving_together;
+  std::vector<int> together_on;  // per link id: flow sets solved together in flight over it
+  int together_in_flight = 0;
   // The network model, whose started actions get their flows' weights and bounds (start_flow).
   simgrid::kernel::resource::Model* network_model = nullptr;
   std::int64_t latency_bound_flows = 0;
@@ -479,6 +487,11 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   // action's bound (start_flow).
   // A flow over a folded node's links carries `fold` nodes' bytes; each would wait its own latency.
   const std::vector<int>* links = impl_->meter.route(src, dst);
+  if (impl_->together_in_flight > 0)
+    for (int id : *links)
+      if (static_cast<std::size_t>(id) < impl_->together_on.size() && impl_->together_on[static_cast<std::size_t>(id)] > 0)
+        throw Failure("World::transfer: a flow over the links of flows solved together (internal error: "
+                      "World::set_solve_together promised none)");
   double fold = 1;
   for (int id : *links) fold = std::max(fold, impl_->meter.fold[static_cast<std::size_t>(id)]);
   if (nodes > 0) fold = std::min(fold, nodes);
@@ -539,6 +552,95 @@ void World::transfer(s4u::Host* src, s4u::Host* dst, double bytes, std::function
   }
   ++impl_->started;
   start_flow(*comm, impl_->network_model, weight, bound_Bps);
+}
+
+void World::allow_solving_together(bool on) { g_allow_solving_together = on; }
+void World::set_solve_together(bool on) { impl_->solve_together = on; }
+
+// Max-min sharing of flows of equal work w, alone on the network: a link L crossed by n_L of them has
+// the fair share r_L = B_L / n_L. At any moment a flow's rate is at least its bottleneck link's fair
+// share among the flows then active, so at least r_f = min of r_L over its links: flow f, started at
+// d_f, ends by d_f + w / r_f. The last end is taken as the largest of these; it is exact for the flows
+// of the link with the smallest share, which take exactly that share while they are all active, and is
+// off by at most the spread of the flows' start latencies. SimGrid 3.32 equalises the link usage (rate
+// / bandwidth factor) of flows sharing a link (transport.cpp), so w counts each flow's bytes times its
+// links' charge per byte, and the flows must agree on it.
+bool World::transfer_together(const std::vector<std::pair<s4u::Host*, s4u::Host*>>& flows,
+                              const std::vector<int>& groups, double bytes, std::vector<std::function<void()>> done) {
+  auto& m = impl_->meter;
+  if (!impl_->solve_together || !impl_->allow_solving_together || impl_->together_in_flight > 0 || flows.empty() ||
+      groups.size() != flows.size() || !impl_->pending.empty() || m.recording || impl_->weighted_folds ||
+      !(std::isfinite(bytes) && bytes > 0 && bytes < 1e18))
+    return false;
+  for (int g : groups)
+    if (g < 0 || static_cast<std::size_t>(g) >= done.size()) throw Failure("World::transfer_together: bad group (internal error)");
+  std::vector<const std::vector<int>*> routes;
+  std::vector<double> starts_s;
+  routes.reserve(flows.size());
+  starts_s.reserve(flows.size());
+  double work_B = -1;
+  std::vector<const s4u::Link*> route;
+  for (const auto& [src, dst] : flows) {
+    if (src == dst) return false;
+    const std::vector<int>* links = m.route(src, dst);
+    if (links->empty()) return false;
+    double own_Bps = 0;
+    route.clear();
+    for (int id : *links) {
+      const auto i = static_cast<std::size_t>(id);
+      if (m.fold[i] != 1 || m.links[i]->get_sharing_policy() != s4u::Link::SharingPolicy::SHARED) return false;
+      own_Bps = own_Bps > 0 ? std::min(own_Bps, m.links[i]->get_bandwidth()) : m.links[i]->get_bandwidth();
+      route.push_back(m.links[i]);
+    }
+    if (impl_->latency_bound_bypass && bytes <= route_latency_s(src, dst) * own_Bps) return false;  // as transfer
+    const FlowPlan plan = impl_->transports->plan(src, dst, bytes);
+    if (plan.cap_is_bound && plan.rate_cap_Bps > 0) return false;  // a bound of its own
+    const double work = bytes / impl_->transports->route_bandwidth_factor(bytes, src, dst, route, *impl_->folds);
+    if (work_B < 0) work_B = work;
+    if (!(std::abs(work - work_B) <= SAME_WORK_TOLERANCE * work_B)) return false;
+    starts_s.push_back(message_latency_s(src, dst, bytes));
+    routes.push_back(links);
+  }
+  std::vector<int> crossing(m.links.size(), 0);
+  for (const auto* links : routes)
+    for (int id : *links) ++crossing[static_cast<std::size_t>(id)];
+  std::vector<std::pair<int, double>> link_B;
+  for (std::size_t id = 0; id < crossing.size(); ++id)
+    if (crossing[id] > 0) link_B.emplace_back(static_cast<int>(id), crossing[id] * work_B);
+  std::vector<double> last_end_s(done.size(), -1.0);
+  for (std::size_t f = 0; f < routes.size(); ++f) {
+    double share_Bps = std::numeric_limits<double>::infinity();
+    for (int id : *routes[f])
+      share_Bps = std::min(share_Bps, m.links[static_cast<std::size_t>(id)]->get_bandwidth() / crossing[static_cast<std::size_t>(id)]);
+    if (!(share_Bps > 0 && std::isfinite(share_Bps))) return false;
+    auto& end_s = last_end_s[static_cast<std::size_t>(groups[f])];
+    end_s = std::max(end_s, starts_s[f] + work_B / share_Bps);
+  }
+  impl_->flows += static_cast<std::int64_t>(flows.size());
+  impl_->started += static_cast<std::int64_t>(flows.size());
+  // Its links are taken until the last group ends (a transfer over them meanwhile is refused); their
+  // bytes are charged then, as the flows' ends would.
+  Impl* impl = impl_.get();
+  impl->together_on.resize(m.links.size(), 0);
+  for (const auto& [id, b] : link_B) ++impl->together_on[static_cast<std::size_t>(id)];
+  ++impl->together_in_flight;
+  auto left = std::make_shared<std::size_t>(done.size());
+  auto finish_one = [impl, left, link_B = std::move(link_B)]() {
+    if (--*left > 0) return;
+    for (const auto& [id, b] : link_B) {
+      impl->meter.bytes[static_cast<std::size_t>(id)] += b;
+      --impl->together_on[static_cast<std::size_t>(id)];
+    }
+    --impl->together_in_flight;
+  };
+  for (std::size_t g = 0; g < done.size(); ++g) {
+    if (last_end_s[g] < 0) {  // a group without flows ends at once
+      after(0, [finish_one, fn = std::move(done[g])]() { finish_one(); fn(); });
+      continue;
+    }
+    after(last_end_s[g], [finish_one, fn = std::move(done[g])]() { finish_one(); fn(); });
+  }
+  return true;
 }
 
 void World::after(double delay_s, std::function<void()> fn) {

@@ -144,6 +144,24 @@ class World {
   // of one fold the plain fold is already exact (docs/simulation-training.md, "Folded workers").
   void set_weighted_folds(bool on);
   std::int64_t latency_bound_flows() const;  // transfers that took that path
+  // Flows of one collective started together on an idle network, solved in closed form instead of by
+  // SimGrid (docs/simulation-comm.md, "Flows solved together"): where solving is on, no other transfer
+  // is in flight, link usage is not recorded, no link is folded, no flow is bounded or latency-bound,
+  // and every flow takes the same work (its bytes x its links' charge per byte), max-min sharing ends
+  // flow f by d_f + w / r_f (its start latency, and the smallest fair share, bandwidth over flows, of
+  // its links). Calls done[g] when the last flow of group groups[f] == g ends, counts the flows as
+  // started and charges their bytes to their links as if they had run, and returns true; else does
+  // nothing and returns false. Not one SimGrid activity is started: 16,380 concurrent flows made SimGrid
+  // walk its activity list on every completion (docs/simgrid-notes.md).
+  bool transfer_together(const std::vector<std::pair<simgrid::s4u::Host*, simgrid::s4u::Host*>>& flows,
+                         const std::vector<int>& groups, double bytes, std::vector<std::function<void()>> done);
+  // On: the caller starts one collective at a time and nothing else over its links while it runs (the
+  // data-parallel exchanges, `dtsim comm`), so transfer_together may solve it. Off by default. A
+  // transfer started over the links of flows being solved together is an internal error (Failure).
+  void set_solve_together(bool on);
+  // Process-wide: whether worlds created after may solve flows together at all (on by default); for
+  // tests comparing against SimGrid's own sharing of the same flows.
+  static void allow_solving_together(bool on);
   // Any host to host: one flow of `bytes`, then done (latency and sharing by SimGrid). `nodes`: the
   // nodes' flows it stands for, where fewer than its route's fold (a representative's flow that one
   // member does not take part in); 0: the route's fold.

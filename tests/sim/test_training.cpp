@@ -15,7 +15,9 @@
 #include "common/errors.hpp"
 #include "platforms/transport.hpp"
 #include "sim/comm.hpp"
+#include "sim/src/world.hpp"
 #include "sim/training.hpp"
+#include "tests/sim/comm_test_platforms.hpp"
 
 using namespace dtsim;
 
@@ -534,6 +536,25 @@ TEST_CASE("sim::Training: measured NIC utilisation of a ring allreduce matches i
     CHECK(r.resources.front().utilisation == Approx(per_nic_B / nic_Bps / r.iteration_time_s).epsilon(0.01));
     CHECK((r.resources.front().kind == "nic" || r.resources.front().kind == "switch-port"));
   }
+}
+
+TEST_CASE("sim::Training: a coarse tree solved in closed form gives the iteration its flows give", "[sim][training]") {
+  // 96 single-GPU nodes on a 2-level fat tree: each bucket's double binary tree (4 x 95 flows, coarse
+  // above 64 ranks) runs alone, so World::transfer_together solves it; SimGrid's own sharing of the
+  // same flows must give the same iteration and link bytes.
+  const auto plat = test_platforms::gpu_fat_tree(96, 1);
+  const auto prof = uniform_profile(10, 1e-3);
+  auto p = point(S("allreduce-tree"), 96);
+  p.fusion_bytes = 2.5 * LAYER_GRAD_BYTES;  // buckets of a few layers, overlapped with backward
+  sim::World::allow_solving_together(false);
+  const auto flows = sim::simulate_training(plat, prof, p);
+  sim::World::allow_solving_together(true);
+  const auto solved = sim::simulate_training(plat, prof, p);
+  REQUIRE(flows.buckets > 1);
+  CHECK(solved.iteration_time_s == Approx(flows.iteration_time_s).epsilon(1e-6));
+  CHECK(solved.flows == flows.flows);
+  REQUIRE(!flows.resources.empty());
+  CHECK(solved.resources.front().bytes == Approx(flows.resources.front().bytes).epsilon(1e-9));
 }
 
 TEST_CASE("sim::Training: impossible set-ups are input errors", "[sim][training]") {

@@ -469,6 +469,96 @@ TEST_CASE("sim::World: a split node's server and devices send through NICs of th
   CHECK(last_end(1) == Approx(1.0).epsilon(1e-6));
 }
 
+TEST_CASE("sim::World: flows solved together end when SimGrid's sharing ends them", "[sim]") {
+  // 1 GB flows between single-GPU nodes on a 2-level fat tree (4 nodes per leaf, one uplink each): flows
+  // of a leaf's nodes to other leaves share its uplink, others only their ports. The last end of the
+  // flows solved in closed form against the same flows run by SimGrid, and the bytes each link carried.
+  auto p = test_platforms::gpu_fat_tree(16, 1);
+  const std::vector<std::pair<int, int>> pairs{{0, 5}, {1, 6}, {2, 3}, {3, 2}, {4, 12}, {5, 0}, {6, 7},
+                                               {7, 15}, {8, 9}, {9, 13}, {10, 1}, {12, 4}, {13, 14}, {15, 8}};
+  const auto run = [&](bool together, bool of_bytes) {
+    return in_world(p, {16, 1, 0}, [&](World& w) {
+      std::vector<std::pair<simgrid::s4u::Host*, simgrid::s4u::Host*>> flows;
+      for (auto [a, b] : pairs) flows.emplace_back(w.worker_host(a), w.worker_host(b));
+      double end = 0;
+      w.set_solve_together(true);
+      if (together) {
+        if (!w.transfer_together(flows, std::vector<int>(flows.size(), 0), 1e9, {[&]() { end = w.now(); }})) return -1.0;
+      } else {
+        for (auto [a, b] : flows) w.transfer(a, b, 1e9, [&]() { end = std::max(end, w.now()); });
+      }
+      w.run();
+      if (!of_bytes) return end;
+      double sum_sq = 0;  // one number that changes if any link's bytes do
+      const auto bytes = w.link_bytes();
+      for (std::size_t i = 0; i < bytes.size(); ++i) sum_sq += bytes[i] * bytes[i] * static_cast<double>(i + 1);
+      return sum_sq;
+    });
+  };
+  const double simgrid_s = run(false, false);
+  REQUIRE(simgrid_s > 0);
+  // Exact but for the spread of the flows' start latencies (a few microseconds here).
+  CHECK(run(true, false) == Approx(simgrid_s).epsilon(1e-4));
+  CHECK(run(true, true) == Approx(run(false, true)).epsilon(1e-9));
+}
+
+TEST_CASE("sim::World: a coarse double binary tree alone on the network is solved together", "[sim]") {
+  // 16 single-GPU nodes: 2 trees x 15 edges x 2 directions = 60 flows, none of them a SimGrid activity,
+  // ending when the same flows run by SimGrid end.
+  auto p = test_platforms::gpu_fat_tree(16, 1);
+  const auto run = [&p](bool together, bool of_in_flight) {
+    World::allow_solving_together(together);
+    const double out = in_world(p, {16, 1, 0}, [of_in_flight](World& w) {
+      w.set_solve_together(true);
+      std::vector<int> ranks(16);
+      for (int r = 0; r < 16; ++r) ranks[static_cast<std::size_t>(r)] = r;
+      double end = -1;
+      start_collective(w, *collective_or_null("allreduce", "tree"), ranks, 25e6, CommMode::COARSE, [&]() { end = w.now(); });
+      const double in_flight = static_cast<double>(w.transfers_in_flight());
+      const double started = static_cast<double>(w.flows_started());
+      w.run();
+      return of_in_flight ? in_flight * 1000 + started : end;
+    });
+    World::allow_solving_together(true);
+    return out;
+  };
+  CHECK(run(true, true) == 60);            // no flow in flight, 60 counted
+  CHECK(run(false, true) == 60 * 1000 + 60);  // SimGrid's: 60 in flight
+  CHECK(run(true, false) == Approx(run(false, false)).epsilon(1e-6));
+}
+
+TEST_CASE("sim::World: bounded flows, or flows beside one in flight, are not solved together", "[sim]") {
+  auto p = test_platforms::gpu_fat_tree(16, 2);
+  // Over TCP each connection's cap bounds its flow: left to SimGrid.
+  auto tcp = p;
+  tcp.network.transport = "tcp";
+  const auto solved = [](World& w, bool on = true) {
+    w.set_solve_together(on);
+    return w.transfer_together({{w.worker_host(0), w.worker_host(2)}}, {0}, 1e9, {[] {}});
+  };
+  CHECK(in_world(tcp, {16, 2, 0}, [&](World& w) { return solved(w) ? 1.0 : 0.0; }) == 0.0);
+  CHECK(in_world(p, {16, 2, 0}, [&](World& w) {
+          w.transfer(w.worker_host(4), w.worker_host(6), 1e9, [] {});
+          const bool s = solved(w);
+          w.run();
+          return s ? 1.0 : 0.0;
+        }) == 0.0);
+  CHECK(in_world(p, {16, 2, 0}, [&](World& w) { return solved(w, false) ? 1.0 : 0.0; }) == 0.0);  // not asked for
+  CHECK(in_world(p, {16, 2, 0}, [&](World& w) {
+          const bool s = solved(w);
+          w.run();
+          return s ? 1.0 : 0.0;
+        }) == 1.0);
+  // A flow over their links while they are in flight breaks the promise set_solve_together made.
+  CHECK_THROWS_AS(in_world(p, {16, 2, 0}, [&](World& w) {
+                    solved(w);
+                    w.transfer(w.worker_host(0), w.worker_host(4), 1e9, [] {});
+                    w.run();
+                    return 0.0;
+                  }),
+                  Failure);
+}
+
 TEST_CASE("sim::describe_link: names the builder's links in words", "[sim]") {
   CHECK(describe_link("node3-nic-dev_UP").label == "node 3 devices' NIC (sending)");
   CHECK(describe_link("node3-nic-dev_DOWN").kind == "nic");

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 
+#include "common/errors.hpp"
 #include "sim/src/coll/collective.hpp"
 #include "sim/src/world.hpp"
 
@@ -190,7 +191,15 @@ void tree_fine(World& w, const std::vector<int>& ranks, double bytes, Done done)
 // The fill is a chunk's trip up the deepest path and back down: an inter-node hop takes the chunk's
 // share of the measured steady state (the NIC is what the edges share), an intra-node hop the chunk
 // at its own route's rate, each plus the hop latency.
-void tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done done) {
+// One channel's coarse trees: their flows (each edge up and down, bytes / 2 each) and what runs once
+// they have all ended (the pipeline fill, then done).
+struct CoarseTrees {
+  std::vector<std::pair<s4u::Host*, s4u::Host*>> edges;
+  double flow_B = 0;
+  Done flows_done;
+};
+
+CoarseTrees tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done done) {
   std::vector<int> order;
   const auto trees = trees_for(w, ranks, order);
   const double half = bytes / 2;
@@ -228,7 +237,9 @@ void tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
   const double t0 = w.now();
   const double chunk_fraction = std::min(1.0, TREE_CHUNK_B / half);
   const double chunks = std::ceil(1 / chunk_fraction);
-  auto all = coll::countdown(flows, [&w, t0, hop_latency_s, chunk_fraction, chunks, paths, done = std::move(done)]() {
+  CoarseTrees out;
+  out.flow_B = half;
+  out.flows_done = [&w, t0, hop_latency_s, chunk_fraction, chunks, paths, done = std::move(done)]() {
     const double inter_chunk_s = (w.now() - t0) * chunk_fraction;
     double deepest_s = 0, top_s = 0;
     for (const auto& c : paths) {
@@ -240,16 +251,40 @@ void tree_coarse(World& w, const std::vector<int>& ranks, double bytes, Done don
     }
     // Up and down the deepest path, its top hop once: (2 depth - 1) hops when all hops are alike.
     w.after((chunks - 1) * hop_latency_s + 2 * deepest_s - top_s, done);
-  });
+  };
   for (const auto& t : trees)
     for (std::size_t p = 0; p < t.parent.size(); ++p) {
       const int parent = t.parent[p];
       if (parent < 0) continue;
       auto* a = w.worker_host(order[p]);
       auto* b = w.worker_host(order[static_cast<std::size_t>(parent)]);
-      w.transfer(a, b, half, all);
-      w.transfer(b, a, half, all);
+      out.edges.emplace_back(a, b);
+      out.edges.emplace_back(b, a);
     }
+  if (static_cast<int>(out.edges.size()) != flows) throw Failure("tree_coarse: flow count (internal error)");
+  return out;
+}
+
+// Every channel's coarse trees at once. Alone on the network (World::transfer_together), all their flows
+// are solved together in closed form: the same ends but for the spread of the flows' start latencies,
+// and no SimGrid activity. Otherwise each flow is a SimGrid flow.
+void trees_coarse(World& w, const std::vector<std::vector<int>>& channels, double share_B, Done done) {
+  auto all = coll::countdown(static_cast<int>(channels.size()), std::move(done));
+  std::vector<CoarseTrees> plans;
+  std::vector<std::pair<s4u::Host*, s4u::Host*>> flows;
+  std::vector<int> groups;
+  std::vector<Done> ends;
+  for (const auto& c : channels) {
+    plans.push_back(tree_coarse(w, c, share_B, all));
+    flows.insert(flows.end(), plans.back().edges.begin(), plans.back().edges.end());
+    groups.insert(groups.end(), plans.back().edges.size(), static_cast<int>(ends.size()));
+    ends.push_back(plans.back().flows_done);
+  }
+  if (w.transfer_together(flows, groups, plans.front().flow_B, std::move(ends))) return;
+  for (auto& plan : plans) {
+    auto flow_done = coll::countdown(static_cast<int>(plan.edges.size()), std::move(plan.flows_done));
+    for (const auto& [a, b] : plan.edges) w.transfer(a, b, plan.flow_B, flow_done);
+  }
 }
 
 void tree_start(World& world, const std::vector<int>& ranks, double bytes, CommMode mode, Done done) {
@@ -267,10 +302,7 @@ void tree_start(World& world, const std::vector<int>& ranks, double bytes, CommM
   std::int64_t own_flows = 0;
   for (const auto& c : channels) own_flows += 4 * (static_cast<std::int64_t>(c.size()) - 1);
   coll::run_alone_or_reuse(world, coll::collective_signature("tree", channels, bytes), own_flows,
-                           [&world, channels, share_B](Done d) {
-                             auto all = coll::countdown(static_cast<int>(channels.size()), std::move(d));
-                             for (const auto& c : channels) tree_coarse(world, c, share_B, all);
-                           },
+                           [&world, channels, share_B](Done d) { trees_coarse(world, channels, share_B, std::move(d)); },
                            std::move(done));
 }
 

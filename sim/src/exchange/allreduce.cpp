@@ -50,6 +50,9 @@ class AllreduceExchange final : public Exchange {
     // latency-bound (the 8-byte words, the small tensors): those skip the max-min solver, as PS messages do
     // (World::set_latency_bound_bypass, docs/simulation-training.md).
     if (fuse_ready_) replay.world().set_latency_bound_bypass(true);
+    // One collective at a time over the workers, and no other flow on their links (input reads take the
+    // storage links): a collective alone may be solved in closed form (World::set_solve_together).
+    replay.world().set_solve_together(true);
     iters_.resize(static_cast<std::size_t>(replay.iterations()));
     for (auto& it : iters_) it.ready.assign(replay.plan().buckets.size(), 0);
     done_.assign(static_cast<std::size_t>(replay.workers()), RankIter{});
