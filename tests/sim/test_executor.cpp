@@ -189,3 +189,39 @@ TEST_CASE("sim::Executor: flows to a server role and serves queued on its proces
   CHECK(res.intra_node_bytes == Approx(2 * bytes));
   CHECK(res.ps_servers == 1);
 }
+
+TEST_CASE("sim::Executor: a collective naming its algorithm runs as copies that leave compute alone",
+          "[sim][executor]") {
+  // Two GPUs of one node: a broadcast (2.5 ms) under a 10 ms compute. Played by the collective library its
+  // kernels slow the overlapped compute (interference on); as the binomial algorithm's copies alone
+  // (nn.DataParallel's replicate) the compute keeps its 10 ms and the iteration is that compute.
+  platforms::Platform plat = test_platforms::uniform_star(1, BW, LAT);
+  plat.node.gpus = 2;
+  plat.node.gpu = "test-gpu";
+  plat.node.intra.kind = platforms::IntraNodeKind::PCIE;
+  plat.node.intra.link_bandwidth_Bps = 16e9;
+  plat.node.intra.uplink_bandwidth_Bps = 16e9;
+  plat.node.intra.devices_per_switch = 2;
+  const double bytes = 40e6, compute_s = 10 * MS;
+  auto run = [&](const std::string& algorithm) {
+    StepPrograms pr;
+    pr.groups = {world_group(2)};
+    RankProgram p;
+    p.add(compute("forward", compute_s));
+    Task bcast = collective("broadcast", 0, bytes, {});
+    bcast.algorithm = algorithm;
+    p.add(bcast);
+    pr.programs = {p};
+    pr.program_of = {0, 0};
+    pr.rank_groups = {{0}, {0}};
+    pr.rank_peers = {{}, {}};
+    auto pt = point(2);
+    pt.workers_per_node = 2;
+    pt.interference = true;
+    return simulate_programs(plat, profile(), pt, pr);
+  };
+  const auto copies = run("binomial"), kernels = run("");
+  CHECK(copies.iteration_time_s == Approx(compute_s).epsilon(1e-9));
+  CHECK(copies.intra_node_bytes == Approx(bytes));  // one message from GPU 0 to GPU 1
+  CHECK(kernels.iteration_time_s > compute_s * (1 + 1e-3));
+}
