@@ -99,6 +99,7 @@ class Replay final : public ReplayServices {
       check_programs(programs_);
       prepare_programs();
     } else {
+      if (!family.make) throw Failure(fmt::format("family '{}' has no exchange hooks (internal error)", family.name));
       exchange_ = family.make(*this, point.strategy);
     }
     interferes_ = point.interference && platform.has_gpus();
@@ -352,6 +353,8 @@ class Replay final : public ReplayServices {
         trace_.name_track(TraceRecorder::Group::EXCHANGES, static_cast<int>(g),
                           g == 0 && programs_.groups[g].name == "world" ? std::string("collectives")
                                                                         : "collectives of " + programs_.groups[g].name);
+      for (int s = 0; s < programs_.servers; ++s)
+        trace_.name_track(TraceRecorder::Group::SERVERS, s, fmt::format("PS shard {}", s));
     }
   }
 
@@ -360,7 +363,10 @@ class Replay final : public ReplayServices {
     auto& rs = ranks_[static_cast<std::size_t>(r)];
     rs.iter = it;
     rs.start_s = world_.now();
-    const bool needs_input = point_.data == DataMode::REAL;
+    // A program with an input wait takes its batch there; other ranks wait for it before they start.
+    const bool needs_input =
+        point_.data == DataMode::REAL &&
+        (exchange_ || !waits_input_[static_cast<std::size_t>(programs_.program_of[static_cast<std::size_t>(r)])]);
     rs.gate = (exchange_ ? exchange_->forward_gates(r, it) : 0) + (needs_input ? 1 : 0) + 1;  // +1 released below
     if (needs_input) need_input(r, [this, r, it] { release_gate(r, it); });
     if (exchange_) exchange_->iteration_start(r, it);
@@ -427,6 +433,10 @@ class Replay final : public ReplayServices {
       for (std::size_t i = 0; i < tasks.size(); ++i)
         for (int d : tasks[i].deps) dep[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
     }
+    waits_input_.assign(pr.programs.size(), false);
+    for (std::size_t p = 0; p < pr.programs.size(); ++p)
+      for (const Task& t : pr.programs[p].tasks)
+        if (t.kind == TaskKind::INPUT) waits_input_[p] = true;
     runs_.assign(static_cast<std::size_t>(workers_), ProgramRun{});
     library_ = &collective_library_by_name(resolve_collective_library(platform_, point_).name, "--collective-library");
     forced_ = point_.strategy.collective == "auto" ? "" : point_.strategy.collective;
@@ -476,7 +486,72 @@ class Replay final : public ReplayServices {
         ++activities_;
         world_.after(t.seconds, [this, r, i] { task_done(r, i); });
         break;
+      case TaskKind::INPUT:
+        if (point_.data == DataMode::REAL) {
+          need_input(r, [this, r, i] { task_done(r, i); });
+        } else {
+          task_done(r, i);
+        }
+        break;
+      case TaskKind::FLOW:
+        start_flow(r, i);
+        break;
+      case TaskKind::SERVE:
+        serve(r, i);
+        break;
     }
+  }
+
+  // A SERVE task: its seconds on the role's processor, after the work queued there before.
+  void serve(int r, int i) {
+    const Task& t = task_of(r, i);
+    const bool server = t.dst.kind == RoleKind::SERVER;
+    auto& queue = role_queues_[server ? -1 - t.dst.index : node_of_rank(r)];
+    const int it = runs_[static_cast<std::size_t>(r)].it;
+    const double start_s = std::max(world_.now(), queue.free_at_s);
+    ++activities_;
+    fifo(queue, t.seconds, [this, r, i, it, start_s, server] {
+      const Task& task = task_of(r, i);
+      if (server && tracing(it))
+        trace_.add(TraceRecorder::Group::SERVERS, task.dst.index, fmt::format("{} for worker {}", task.label, r), "serve",
+                   start_s, world_.now());
+      task_done(r, i);
+    });
+  }
+
+  // A role as the platform holds it: its host and its node (-1: storage, whose bytes are input, not
+  // exchange traffic).
+  struct RoleEnd {
+    simgrid::s4u::Host* host;
+    int node;
+  };
+  RoleEnd role_end(int r, const Task& t, const Role& role) const {
+    const int n = node_of_rank(r);
+    switch (role.kind) {
+      case RoleKind::RANK: return {world_.worker_host(r), n};
+      case RoleKind::SERVER:
+        if (point_.ps_placement == PsPlacement::DEDICATED)
+          return {world_.dedicated_ps_host(role.index), layout_.nodes + role.index};
+        return {world_.node_host(role.index % layout_.nodes), role.index % layout_.nodes};
+      case RoleKind::NODE_HOST: return {world_.node_host(n), n};
+      case RoleKind::STORAGE:
+        if (auto* host = world_.storage_host_for(n)) return {host, -1};
+        throw InputError(fmt::format("platform {} has no storage to serve '{}'", platform_.name, t.label));
+    }
+    throw Failure("unknown role (internal error)");
+  }
+
+  // A FLOW task: one flow between its roles, counted by node boundary; done when its bytes have arrived.
+  void start_flow(int r, int i) {
+    const Task& t = task_of(r, i);
+    const RoleEnd src = role_end(r, t, t.src), dst = role_end(r, t, t.dst);
+    const int it = runs_[static_cast<std::size_t>(r)].it;
+    const double t0 = world_.now();
+    transfer(src.host, src.node, dst.host, dst.node, t.bytes, [this, r, i, it, t0] {
+      const Task& task = task_of(r, i);
+      if (task.phase == TaskPhase::COMMUNICATION) record_comm(r, it, t0, world_.now());
+      task_done(r, i);
+    });
   }
 
   void pump_compute(int r) {
@@ -585,11 +660,14 @@ class Replay final : public ReplayServices {
 
   // Counts one collective's bytes (times `calls`) by node boundary, from the library's algorithm for it.
   // `per_member`: called once by each member (inline collectives), so each call counts 1/n of the bytes.
+  // `direct`: the task's own algorithm (Task::algorithm), played without the library.
   void account_collective_bytes(const std::string& operation, int n, const GroupShape& shape, double bytes, int calls,
-                                bool per_member) {
+                                bool per_member, const std::string& direct = "") {
     if (n < 2) return;
     const LibraryCall call = library_call(platform_, n, static_cast<int>(shape.nodes.size()), bytes);
-    const std::string algorithm_name = operation == "allreduce" ? library_->choose(call, forced_).algorithm : "";
+    const std::string algorithm_name = !direct.empty()            ? direct
+                                       : operation == "allreduce" ? library_->choose(call, forced_).algorithm
+                                                                  : "";
     const CollectiveAlgorithm* algorithm = nullptr;
     for (const auto& a : collective_table())
       if (a.operation == operation && (algorithm_name.empty() || a.name == algorithm_name)) {
@@ -630,11 +708,15 @@ class Replay final : public ReplayServices {
     // The group's geometry as the library sees it: its nodes and most ranks on one node.
     const GroupShape shape = group_shape(group.ranks);
     const LibraryCall call = library_call(platform_, n, static_cast<int>(shape.nodes.size()), t.bytes);
-    account_collective_bytes(t.operation, n, shape, t.bytes, 1, false);
-    for (int q : group.ranks) comm_begin(q);  // the collective's kernels hold every member's device
-    std::function<void()> finish = [this, g, it, t0, rv = std::move(rv)] {
+    account_collective_bytes(t.operation, n, shape, t.bytes, 1, false, t.algorithm);
+    // The collective's kernels hold every member's device; a direct one's copies do not.
+    const bool kernels = t.algorithm.empty();
+    if (kernels)
+      for (int q : group.ranks) comm_begin(q);
+    std::function<void()> finish = [this, g, it, t0, kernels, rv = std::move(rv)] {
           const auto& grp = programs_.groups[static_cast<std::size_t>(g)];
-          for (int q : grp.ranks) comm_end(q);
+          if (kernels)
+            for (int q : grp.ranks) comm_end(q);
           const double now = world_.now();
           const auto [first_r, first_i] = rv.members.front();
           const Task& task = task_of(first_r, first_i);
@@ -654,6 +736,11 @@ class Replay final : public ReplayServices {
             pump_comm(q);
           }
         };
+    if (!kernels) {
+      start_collective(world_, collective_by_name(t.operation, t.algorithm, "step program"), group.ranks, t.bytes,
+                       point_.comm_mode, std::move(finish));
+      return;
+    }
     // A priced collective (Task::priced) of a kind already measured waits its measured duration.
     std::string key;
     if (t.priced) {
@@ -688,7 +775,8 @@ class Replay final : public ReplayServices {
       const double t0 = world_.now();
       transfer(world_.worker_host(sr), node_of_rank(sr), world_.worker_host(rr), node_of_rank(rr), bytes,
                [this, sr, si, rr, ri, it, t0] {
-                 if (sr == 0 || rr == 0) record_comm(0, it, t0, world_.now());
+                 if ((sr == 0 || rr == 0) && task_of(sr, si).phase == TaskPhase::COMMUNICATION)
+                   record_comm(0, it, t0, world_.now());
                  task_done(sr, si);
                  task_done(rr, ri);
                });
@@ -810,6 +898,8 @@ class Replay final : public ReplayServices {
   StepPrograms programs_;
   std::vector<std::vector<std::vector<int>>> dependents_;  // per program, per task: the tasks waiting on it
   std::vector<ProgramRun> runs_;
+  std::vector<bool> waits_input_;  // per program: it has an INPUT task
+  std::map<int, FifoResource> role_queues_;  // SERVE queues: server s at -1 - s, a node's host at its node
   std::map<std::pair<int, std::int64_t>, Rendezvous> rendezvous_;  // (group, call) -> members arrived
   std::map<std::tuple<int, int, int>, PeerMatch> p2p_;             // (sender, receiver, tag) -> posted tasks
   struct InlinePrice {
@@ -838,7 +928,7 @@ PointResult Replay::result() const {
   PointResult res;
   res.workers = workers_;
   res.nodes = layout_.nodes;
-  res.ps_servers = exchange_ ? exchange_->servers() : 0;
+  res.ps_servers = exchange_ ? exchange_->servers() : programs_.servers;
   res.buckets = static_cast<int>(plan_.buckets.size());
   res.activities = activities_;
   const double batch = profile_.batch;

@@ -162,3 +162,66 @@ TEST_CASE("sim::Executor: programs that break the rules are refused", "[sim][exe
   pr.programs[0].tasks[0].operation = "gather-everything";
   CHECK_THROWS_AS(simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), point(2), pr), Failure);
 }
+
+TEST_CASE("sim::Executor: flows to a server role and serves queued on its processor", "[sim][executor]") {
+  // Both ranks push to server 0 (colocated: node 0's host), the server applies each push in turn, each rank
+  // pulls back. Rank 0's flows stay inside node 0; rank 1's cross the network. The server's processor is
+  // the bottleneck: in steady state each rank's iteration lasts both serves.
+  const double bytes = 1e6, serve_s = 10 * MS;
+  StepPrograms pr;
+  pr.servers = 1;
+  RankProgram p;
+  const Role server{RoleKind::SERVER, 0};
+  int push = p.add({.kind = TaskKind::FLOW, .phase = TaskPhase::COMMUNICATION, .label = "push", .bytes = bytes,
+                    .src = {RoleKind::RANK}, .dst = server});
+  int apply = p.add({.kind = TaskKind::SERVE, .label = "apply", .seconds = serve_s, .dst = server, .deps = {push}});
+  p.add({.kind = TaskKind::FLOW, .phase = TaskPhase::COMMUNICATION, .label = "pull", .bytes = bytes, .src = server,
+         .dst = {RoleKind::RANK}, .deps = {apply}});
+  pr.programs = {p};
+  pr.program_of = {0, 0};
+  pr.rank_groups = {{}, {}};
+  pr.rank_peers = {{}, {}};
+  auto pt = point(2, "ps");
+  pt.ps_servers = 1;
+  const auto res = simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), pt, pr);
+  CHECK(res.iteration_time_s == Approx(2 * serve_s).epsilon(1e-9));
+  CHECK(res.inter_node_bytes == Approx(2 * bytes));
+  CHECK(res.intra_node_bytes == Approx(2 * bytes));
+  CHECK(res.ps_servers == 1);
+}
+
+TEST_CASE("sim::Executor: a collective naming its algorithm runs as copies that leave compute alone",
+          "[sim][executor]") {
+  // Two GPUs of one node: a broadcast (2.5 ms) under a 10 ms compute. Played by the collective library its
+  // kernels slow the overlapped compute (interference on); as the binomial algorithm's copies alone
+  // (nn.DataParallel's replicate) the compute keeps its 10 ms and the iteration is that compute.
+  platforms::Platform plat = test_platforms::uniform_star(1, BW, LAT);
+  plat.node.gpus = 2;
+  plat.node.gpu = "test-gpu";
+  plat.node.intra.kind = platforms::IntraNodeKind::PCIE;
+  plat.node.intra.link_bandwidth_Bps = 16e9;
+  plat.node.intra.uplink_bandwidth_Bps = 16e9;
+  plat.node.intra.devices_per_switch = 2;
+  const double bytes = 40e6, compute_s = 10 * MS;
+  auto run = [&](const std::string& algorithm) {
+    StepPrograms pr;
+    pr.groups = {world_group(2)};
+    RankProgram p;
+    p.add(compute("forward", compute_s));
+    Task bcast = collective("broadcast", 0, bytes, {});
+    bcast.algorithm = algorithm;
+    p.add(bcast);
+    pr.programs = {p};
+    pr.program_of = {0, 0};
+    pr.rank_groups = {{0}, {0}};
+    pr.rank_peers = {{}, {}};
+    auto pt = point(2);
+    pt.workers_per_node = 2;
+    pt.interference = true;
+    return simulate_programs(plat, profile(), pt, pr);
+  };
+  const auto copies = run("binomial"), kernels = run("");
+  CHECK(copies.iteration_time_s == Approx(compute_s).epsilon(1e-9));
+  CHECK(copies.intra_node_bytes == Approx(bytes));  // one message from GPU 0 to GPU 1
+  CHECK(kernels.iteration_time_s > compute_s * (1 + 1e-3));
+}

@@ -1,7 +1,8 @@
 // Internal to sim/: how gradients are exchanged during an iteration. The training replay
 // (training.cpp) owns compute, input I/O, byte accounting and results, and calls an Exchange at fixed
-// hooks; each family (allreduce, parameter servers, nn.DataParallel) is one file, listed once in
-// table.cpp with its name, description and properties, from which names, --help and errors come.
+// hooks; each family with hooks (allreduce for Horovod's cycle, parameter servers) is one file. Every
+// family, also those played only as step programs (nn.DataParallel), is listed once in table.cpp with
+// its name, description and properties, from which names, --help and errors come.
 #pragma once
 #include <functional>
 #include <memory>
@@ -111,6 +112,7 @@ struct ExchangeFamily {
   std::string name;
   std::string description;
   ExchangeProperties properties;
+  // The family's exchange hooks; null for a family played only as step programs (plan never nullopt).
   std::function<std::unique_ptr<Exchange>(ReplayServices&, const Strategy&)> make;
   // A family played as step programs (sim/src/plan/): the ranks' programs for a point, or nullopt where the
   // point needs the exchange's hooks (make). Null: the family always runs through its hooks.
@@ -133,6 +135,5 @@ std::unique_ptr<Exchange> make_ps_exchange(ReplayServices& replay, const Strateg
 // Layout::server_nic_nodes for a point: the colocated servers' nodes when the parameter-server family
 // will fold them (coarse, one device per node, whole switches), else 0.
 int ps_split_server_nodes(const platforms::Platform& platform, const TrainingPoint& point, const Layout& layout);
-std::unique_ptr<Exchange> make_dp_single_node_exchange(ReplayServices& replay, const Strategy& strategy);
 
 }  // namespace dtsim::sim

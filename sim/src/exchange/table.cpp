@@ -1,10 +1,12 @@
-// The exchange-family table: one row per family (parameter-server variants share ps.cpp). A strategy
+// The exchange-family table: one row per family (parameter-server variants share ps.cpp), with its
+// exchange hooks or its planner (sim/src/plan/). A strategy
 // name is a family name, or family-collective for families that run a collective ("allreduce-ring").
 #include <fmt/format.h>
 
 #include "common/errors.hpp"
 #include "sim/src/coll/collective.hpp"
 #include "sim/src/exchange/exchange.hpp"
+#include "sim/src/plan/planners.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -23,7 +25,11 @@ const std::vector<ExchangeFamily>& exchange_table() {
       {"ps-async", "asynchronous parameter server: each worker pushes and pulls on its own, no barrier",
        {.uses_servers = true, .per_layer_buckets = true, .asynchronous = true}, make_ps_exchange},
       {"data-parallel-single-node", "PyTorch nn.DataParallel: device 0 scatters, replicates, gathers and reduces",
-       {.single_node = true}, make_dp_single_node_exchange},
+       {.single_node = true}, nullptr,
+       [](const IterationPlan& plan, const calibrate::ComputeProfile& profile,
+          const TrainingPoint& point) -> std::optional<StepPrograms> {
+         return plan_data_parallel_single_node(plan, profile.batch, point);
+       }},
   };
   return table;
 }

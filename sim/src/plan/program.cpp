@@ -20,6 +20,19 @@ const char* to_string(TaskKind kind) {
     case TaskKind::SEND: return "send";
     case TaskKind::RECV: return "recv";
     case TaskKind::DELAY: return "delay";
+    case TaskKind::INPUT: return "input";
+    case TaskKind::FLOW: return "flow";
+    case TaskKind::SERVE: return "serve";
+  }
+  return "?";
+}
+
+std::string to_string(const Role& role) {
+  switch (role.kind) {
+    case RoleKind::RANK: return "rank";
+    case RoleKind::SERVER: return fmt::format("server {}", role.index);
+    case RoleKind::NODE_HOST: return "node host";
+    case RoleKind::STORAGE: return "storage";
   }
   return "?";
 }
@@ -50,7 +63,8 @@ void check_programs(const StepPrograms& programs) {
         throw Failure(fmt::format("process group '{}': rank {} out of range or listed twice (planner bug)", group.name, r));
     }
   }
-  for (const auto& prog : programs.programs)
+  for (const auto& prog : programs.programs) {
+    int inputs = 0;
     for (std::size_t i = 0; i < prog.tasks.size(); ++i) {
       const Task& t = prog.tasks[i];
       auto bad = [&](const std::string& what) {
@@ -64,8 +78,20 @@ void check_programs(const StepPrograms& programs) {
         const auto ops = collective_operations();
         if (std::find(ops.begin(), ops.end(), t.operation) == ops.end())
           throw bad(fmt::format("unknown collective operation '{}'", t.operation));
+        if (!t.algorithm.empty() && !collective_or_null(t.operation, t.algorithm))
+          throw bad(fmt::format("unknown {} algorithm '{}'", t.operation, t.algorithm));
+      }
+      if (t.kind == TaskKind::INPUT && ++inputs > 1) throw bad("a second input wait (one batch per iteration)");
+      if (t.kind == TaskKind::SERVE && t.dst.kind != RoleKind::SERVER && t.dst.kind != RoleKind::NODE_HOST)
+        throw bad(fmt::format("serve on {} (a server or the node's host)", to_string(t.dst)));
+      if (t.kind == TaskKind::FLOW || t.kind == TaskKind::SERVE) {
+        for (const Role& role : {t.src, t.dst})
+          if (role.kind == RoleKind::SERVER && (role.index < 0 || role.index >= programs.servers))
+            throw bad(fmt::format("{} of {} servers", to_string(role), programs.servers));
+        if (t.kind == TaskKind::FLOW && t.src == t.dst) throw bad(fmt::format("a flow from {} to itself", to_string(t.src)));
       }
     }
+  }
   // The sequence of (operation, bytes) a program issues on each of its group slots: computed once per
   // program, so that 16,384 replicas of one program cost one pass.
   using Calls = std::vector<std::pair<std::string, double>>;

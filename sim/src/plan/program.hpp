@@ -1,6 +1,6 @@
 // Internal to sim/: step programs. What each rank does in one training iteration, as data: a small DAG
-// of typed tasks (compute, a collective on a process group, send/recv between two ranks, a hook into an
-// exchange family). Planners (plan/*.cpp) build programs from the model, the calibration and the parallel
+// of typed tasks (compute, a collective on a process group, send/recv between two ranks, flows between
+// roles, waits). Planners (plan/*.cpp) build programs from the model, the calibration and the parallel
 // layout without SimGrid; the executor (training.cpp) plays any program on the World, just in time.
 #pragma once
 #include <cstdint>
@@ -22,6 +22,10 @@ enum class TaskKind {
   SEND,        // `bytes` to rank `peer`; completes when the matching RECV has received them
   RECV,        // `bytes` from rank `peer`
   DELAY,       // `seconds` of wall time that holds no device (a copy engine, a runtime's wait)
+  INPUT,       // waits for the rank's next input batch (--data real; at once with synthetic data)
+  FLOW,        // `bytes` from role `src` to role `dst` (a server, the node's host, storage), one-sided
+  SERVE,       // `seconds` of work on role `dst`'s processor (a server's CPU applying a push), first come
+               // first served behind the work queued there before
 };
 // "compute", "collective", ...
 const char* to_string(TaskKind kind);
@@ -39,6 +43,21 @@ struct InlineCollective {
   int count = 1;
 };
 
+// An endpoint of a FLOW task: a role, never a SimGrid host; the executor maps it onto the platform.
+enum class RoleKind {
+  RANK,       // the rank's own device
+  SERVER,     // parameter-server shard `index` (dedicated node or colocated, as the point places servers)
+  NODE_HOST,  // the rank's node's host CPU and memory
+  STORAGE,    // the rank's node's input storage (its SSD, or the parallel file system's client)
+};
+struct Role {
+  RoleKind kind = RoleKind::RANK;
+  int index = -1;  // SERVER: the shard
+  bool operator==(const Role&) const = default;
+};
+// "rank", "server 3", "node host", "storage".
+std::string to_string(const Role& role);
+
 struct Task {
   TaskKind kind = TaskKind::COMPUTE;
   TaskPhase phase = TaskPhase::FORWARD;
@@ -49,6 +68,11 @@ struct Task {
   int peer = -1;              // SEND / RECV: a slot of the rank's peers (StepPrograms::rank_peers)
   double bytes = 0;           // COLLECTIVE, SEND, RECV
   int tag = 0;                // SEND / RECV: a send matches the receive of the same tag, in order
+  Role src{}, dst{};          // FLOW; SERVE: dst (a SERVER or NODE_HOST)
+  // COLLECTIVE: an algorithm of the operation's table played as its flows alone: no collective library
+  // (choice, protocol, call latency) and no kernels on the members' devices, so no interference (copies
+  // by copy engines, as nn.DataParallel's replicate). Empty: the collective library plays it.
+  std::string algorithm{};
   // COLLECTIVE: once a collective of its kind (operation, bytes, group shape) has run on the network, later
   // ones wait its measured duration instead of moving their bytes again (plan/layout.cpp "Folds").
   bool priced = false;
@@ -60,8 +84,11 @@ struct Task {
 
 // One rank's iteration. Tasks are in a topological order (every dep is an earlier index). A rank runs
 // one compute at a time, in program order among the ready ones (the device's compute stream), and one
-// collective at a time (its communication stream), also in program order; sends, receives and delays
-// hold neither. The iteration ends when every task is done.
+// collective at a time (its communication stream), also in program order; sends, receives, flows, serves,
+// delays and the input wait hold neither. The iteration ends when every task is done. A program with an INPUT task
+// starts when its iteration does and waits for the input batch there; one without starts once the batch
+// is in (--data real). SEND / RECV / FLOW tasks of phase COMMUNICATION count in the rank's communication
+// time; others (an input scatter, an output gather) belong to the forward or backward pass.
 struct RankProgram {
   std::vector<Task> tasks;
   int add(Task task);  // appends, returns its index
@@ -84,6 +111,8 @@ struct StepPrograms {
   double bubble_s = 0, recompute_s = 0;
   // Samples of the whole job per iteration (throughput); 0: each rank's batch (data parallelism).
   double samples_per_iteration = 0;
+  // Parameter-server shards that FLOW tasks address (Role SERVER 0 .. servers - 1).
+  int servers = 0;
   int ranks() const { return static_cast<int>(program_of.size()); }
   const RankProgram& of(int rank) const { return programs[static_cast<std::size_t>(program_of[static_cast<std::size_t>(rank)])]; }
   int group_of(int rank, const Task& t) const { return group_of_slot(rank, t.group); }
@@ -92,7 +121,8 @@ struct StepPrograms {
 };
 
 // Checks what the executor relies on: every rank has a program and its slots; deps point to earlier
-// tasks; every collective's group contains the rank and every member issues the same sequence of
+// tasks; at most one INPUT task per program; a FLOW's roles are a server in range or another role, two
+// different ones; a SERVE runs on a server in range or the node's host; every collective's group contains the rank and every member issues the same sequence of
 // (operation, bytes) collectives on that group; every SEND has a RECV of the same bytes on its peer in
 // the same order; times and bytes finite and >= 0. Throws Failure (a planner bug, not bad input).
 void check_programs(const StepPrograms& programs);
