@@ -71,7 +71,7 @@ TEST_CASE("scenarios::Plan: GPT-2 on 8 H100 enumerates tp x cp x pp x vp x micro
     // GPT-2 fits an 80 GB GPU without recomputation: no heavier policy is kept.
     CHECK(c.layout.recompute == "none");
     CHECK(c.layout.zero != 2);  // ZeRO 1 fits wherever ZeRO 2 does, with the same collectives
-    if (c.layout.tp * c.layout.pp * c.layout.cp == 8) CHECK(c.layout.zero == 0);  // dp = 1
+    if (c.layout.tp * c.layout.pp == 8) CHECK(c.layout.zero == 0);  // dp x cp = 1: one rank per gradient group
   }
   // Distinct, and every kept candidate has a positive estimate within the GPU.
   std::set<std::string> keys;
