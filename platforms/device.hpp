@@ -35,8 +35,9 @@ struct Device {
   // Socket-to-socket link bandwidth per direction, all links together (UPI / QPI), what remote-memory
   // traffic of a process spanning sockets crosses; 0 = not stated (no NUMA cost is modelled).
   double socket_link_Bps = 0;
-  // CPUs only, optional: the core generation (cpu_microarchitectures() lists the names), what a
-  // collective library's topology rules key on; "" = not stated.
+  // Optional: a CPU's core generation (cpu_microarchitectures()) or a GPU's architecture
+  // (gpu_architectures()), what a collective library's topology and protocol rules key on; "" = not stated
+  // (no architecture-gated protocol: no LL128 by default, no NVLink SHARP).
   std::string microarchitecture;
   std::string source;        // where the figures come from
   // Additions (platforms engineer): stated assumptions, per-figure sources, host-resolved facts.
@@ -51,12 +52,18 @@ struct Device {
   bool intel_before_skylake_sp() const;
   // An AMD core (microarchitecture zen ... zen4): NCCL's CPU vendor class AMD.
   bool amd() const;
+  // GPUs: NCCL enables its LL128 protocol by default on this architecture (Volta, Ampere: NCCL 2.7 tuning.cc).
+  bool nccl_ll128_by_default() const;
+  // GPUs: the architecture reduces in a third-generation NVSwitch (NVLink SHARP: Hopper).
+  bool nvlink_sharp() const;
   // CPUs: cores x clock_hz x simd_width_fp32 x fma_units x 2 (FMA = 2 FLOPs); GPUs: peak_flops.
   double formula_peak_flops() const;
   // The source of one figure: its own source if it has one, else the device's.
   const std::string& source_of(std::string_view field) const;
 };
 
+// The GPU architectures devices.yaml accepts, oldest first.
+const std::vector<std::string>& gpu_architectures();
 // The CPU microarchitectures devices.yaml accepts, oldest first per vendor.
 const std::vector<std::string>& cpu_microarchitectures();
 

@@ -169,12 +169,20 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
   if (d.kind == DeviceKind::GPU) {
     if (!resolve.empty()) yaml::fail(entry["resolve"], origin, context, "field 'resolve' is only for CPUs");
     for (const char* cpu_only :
-         {"cores", "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "socket_link_Bps", "microarchitecture"})
+         {"cores", "clock_hz", "simd_width_fp32", "fma_units", "threads_per_core", "socket_link_Bps"})
       if (entry[cpu_only]) yaml::fail(entry[cpu_only], origin, context, fmt::format("field '{}' is only for CPUs", cpu_only));
     d.peak_flops = read_figure(entry, "peak_flops", origin, context, d, true);
     d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
     d.mem_capacity_B = read_figure(entry, "mem_capacity_B", origin, context, d, true);
     d.sgemm_efficiency = read_figure(entry, "sgemm_efficiency", origin, context, d, false, 0);
+    d.microarchitecture = yaml::optional<std::string>(entry, "microarchitecture", "", origin, context);
+    if (entry["microarchitecture"]) {
+      const auto& known = gpu_architectures();
+      if (std::find(known.begin(), known.end(), d.microarchitecture) == known.end())
+        yaml::fail(entry["microarchitecture"], origin, context,
+                   fmt::format("field 'microarchitecture' of a GPU must be one of {}, got '{}'", fmt::join(known, ", "),
+                               d.microarchitecture));
+    }
     if (d.sgemm_efficiency > 1)
       yaml::fail(entry["sgemm_efficiency"], origin, context,
                  fmt::format("field 'sgemm_efficiency' is a fraction of peak in (0, 1], got {}", d.sgemm_efficiency));
@@ -234,6 +242,21 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
 }
 
 }  // namespace
+
+const std::vector<std::string>& gpu_architectures() {
+  static const std::vector<std::string> names = {"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "hopper"};
+  return names;
+}
+
+bool Device::nccl_ll128_by_default() const {
+  // NCCL 2.7 src/graph/tuning.cc enables LL128 by default only on Volta (sm70) and Ampere (sm80).
+  return !is_cpu() && (microarchitecture == "volta" || microarchitecture == "ampere");
+}
+
+bool Device::nvlink_sharp() const {
+  // NVLink SHARP (NVLS) needs third-generation NVSwitch and Hopper GPUs (NCCL 2.17+, nvls.cc).
+  return !is_cpu() && microarchitecture == "hopper";
+}
 
 const std::vector<std::string>& cpu_microarchitectures() {
   static const std::vector<std::string> names = [] {

@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "common/errors.hpp"
+#include "platforms/device.hpp"
 #include "platforms/transport.hpp"
 #include "sim/src/world.hpp"
 
@@ -78,8 +79,9 @@ int rail_of_gpu(const platforms::Platform& p, int gpu) {
 }
 
 bool nvswitch_reduces(const platforms::Platform& p) {
-  const std::string& gpu = p.node.gpu;
-  return p.node.intra.kind == platforms::IntraNodeKind::NVSWITCH && (gpu.rfind("h100", 0) == 0 || gpu.rfind("h200", 0) == 0);
+  if (p.node.intra.kind != platforms::IntraNodeKind::NVSWITCH) return false;
+  const platforms::Device* gpu = platforms::DeviceCatalog::builtin().by_name_or_null(p.node.gpu);
+  return gpu != nullptr && gpu->nvlink_sharp();  // devices.yaml's microarchitecture field, not the name
 }
 
 namespace {

@@ -202,6 +202,32 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     CHECK(bad.find("field 'microarchitecture' must be one of sandy-bridge, ") != std::string::npos);
     CHECK(bad.find("got 'netburst'") != std::string::npos);
   }
+  SECTION("microarchitecture: a GPU's architecture, what NCCL's protocol rules key on, never its name") {
+    const std::string gpu =
+        "devices:\n"
+        "  - name: h100-lookalike\n"
+        "    kind: gpu\n"
+        "    description: test\n"
+        "    peak_flops: 10e12\n"
+        "    mem_bandwidth_Bps: 700e9\n"
+        "    mem_capacity_B: 16e9\n"
+        "    source: test\n";
+    const auto named = DeviceCatalog::load(write_temp("d13.yaml", gpu)).by_name("h100-lookalike");
+    CHECK_FALSE(named.nvlink_sharp());  // not stated: no architecture-gated protocol, whatever the name says
+    CHECK_FALSE(named.nccl_ll128_by_default());
+    const auto ampere = DeviceCatalog::load(write_temp("d14.yaml", gpu + "    microarchitecture: ampere\n")).by_name("h100-lookalike");
+    CHECK(ampere.nccl_ll128_by_default());
+    CHECK_FALSE(ampere.nvlink_sharp());
+    const auto bad = error_of(write_temp("d15.yaml", gpu + "    microarchitecture: broadwell\n"));
+    CHECK(bad.find("d15.yaml:") != std::string::npos);
+    CHECK(bad.find("of a GPU must be one of kepler, ") != std::string::npos);
+    // Every shipped GPU states it.
+    for (const auto& d : DeviceCatalog::builtin().devices())
+      if (!d.is_cpu()) CHECK_FALSE(d.microarchitecture.empty());
+    CHECK(DeviceCatalog::builtin().by_name("h200-sxm").nvlink_sharp());
+    CHECK(DeviceCatalog::builtin().by_name("v100-sxm2-16gb").nccl_ll128_by_default());
+    CHECK_FALSE(DeviceCatalog::builtin().by_name("h100-sxm5").nccl_ll128_by_default());
+  }
   SECTION("figure with its own source must have a value") {
     std::string text = GOOD_CPU;
     text.replace(text.find("clock_hz: 2.0e9"), 15, "clock_hz: {source: x}");

@@ -82,9 +82,10 @@ LibraryCall library_call(const platforms::Platform& platform, int ranks, int nod
   c.inter_latency_s = platform.network.latency_s * std::max(1, platform.network.hops_between_nodes());
   // NCCL 2.7 tuning.cc: LL128 on by default only on Volta/Ampere with NVLink inside the node and, across
   // nodes, a NIC the GPU reaches directly (GPUDirect RDMA: dtsim's `rdma` transport on a GPU platform).
-  const std::string& gpu = platform.node.gpu;
-  const bool volta_or_ampere = gpu.rfind("v100", 0) == 0 || gpu.rfind("a100", 0) == 0;
-  c.ll128_capable = volta_or_ampere && nvlink && (c.nodes == 1 || platform.network.transport == "rdma");
+  // The architecture is the device's devices.yaml field (microarchitecture), not its name.
+  const platforms::Device* gpu = platforms::DeviceCatalog::builtin().by_name_or_null(platform.node.gpu);
+  const bool ll128_gpu = gpu != nullptr && gpu->nccl_ll128_by_default();
+  c.ll128_capable = ll128_gpu && nvlink && (c.nodes == 1 || platform.network.transport == "rdma");
   c.nvls_capable = nvswitch_reduces(platform);
   // A GPU reaches host memory over its PCIe link (the NVLink kinds' uplink) at the pcie transport's DMA
   // rate (CUDA bandwidthTest, pinned; docs/transports.md), as the builder's device link does.
