@@ -9,43 +9,20 @@
 #include "sim/src/executor.hpp"
 #include "sim/src/plan/planners.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
+#include "tests/sim/layout_fixtures.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;
 
 namespace {
-constexpr double MS = 1e-3;
+using test_layouts::MS;
 
-// `blocks` transformer blocks, each one layer of 1 ms forward and 2 ms backward with `grad` gradient bytes.
 calibrate::ComputeProfile blocks_profile(int blocks, std::int64_t grad = 1000) {
-  calibrate::ComputeProfile p;
-  p.model = "blocks";
-  p.device = "test-cpu";
-  p.batch = 1;
-  for (int b = 0; b < blocks; ++b) {
-    calibrate::LayerTime l;
-    l.name = "layers." + std::to_string(b);
-    l.op = "linear";
-    l.block = b;
-    l.fwd_s = 1 * MS;
-    l.bwd_data_s = 1 * MS;
-    l.bwd_weights_s = 1 * MS;
-    l.grad_bytes = grad;
-    p.layers.push_back(l);
-  }
-  return p;
+  return test_layouts::blocks_profile(blocks, grad);
 }
 
 TrainingPoint layout_point(int workers, ParallelLayout layout) {
-  TrainingPoint p;
-  p.workers = workers;
-  p.workers_per_node = 1;
-  p.iterations = 2;
-  p.interference = false;
-  p.strategy = strategy_by_name("allreduce-ring");
-  layout.samples_per_iteration = layout.micro_batches * (workers / layout.model_parallel());
-  p.layout = layout;
-  return p;
+  return test_layouts::layout_point(workers, std::move(layout), 2, false);
 }
 
 // An ideal network: messages of a few bytes over 1 TB/s with 1 ns latency.

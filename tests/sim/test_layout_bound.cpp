@@ -5,44 +5,21 @@
 #include "sim/layout_bound.hpp"
 #include "sim/src/plan/planners.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
+#include "tests/sim/layout_fixtures.hpp"
 
 using namespace dtsim;
 using namespace dtsim::sim;
 
 namespace {
-constexpr double MS = 1e-3;
+using test_layouts::MS;
 
-// `blocks` transformer blocks, each one layer of 1 ms forward and 2 ms backward with `grad` gradient bytes,
-// an optimizer step of 1 ms over the whole model.
+// Blocks alternating attention and linear layers, an optimizer step of 1 ms over the whole model.
 calibrate::ComputeProfile blocks_profile(int blocks, std::int64_t grad = 1'000'000) {
-  calibrate::ComputeProfile p;
-  p.model = "blocks";
-  p.device = "test-cpu";
-  p.batch = 1;
-  for (int b = 0; b < blocks; ++b) {
-    calibrate::LayerTime l;
-    l.name = "layers." + std::to_string(b);
-    l.op = b % 2 ? "linear" : "attention";
-    l.block = b;
-    l.fwd_s = 1 * MS;
-    l.bwd_data_s = 1 * MS;
-    l.bwd_weights_s = 1 * MS;
-    l.grad_bytes = grad;
-    p.layers.push_back(l);
-  }
-  p.update_s = 1 * MS;
-  return p;
+  return test_layouts::blocks_profile(blocks, grad, 1 * MS, true);
 }
 
 TrainingPoint layout_point(int workers, ParallelLayout layout) {
-  TrainingPoint p;
-  p.workers = workers;
-  p.workers_per_node = 1;
-  p.iterations = 3;
-  p.strategy = strategy_by_name("allreduce-ring");
-  layout.samples_per_iteration = layout.micro_batches * (workers / layout.model_parallel());
-  p.layout = layout;
-  return p;
+  return test_layouts::layout_point(workers, std::move(layout), 3, true);
 }
 
 // The simulated iteration of the job (global batch / throughput), as `dtsim plan` ranks it.
