@@ -132,6 +132,18 @@ constexpr int MAX_SIMD_WIDTH = 64;
 constexpr int MAX_FMA_UNITS = 8;
 constexpr int MAX_THREADS_PER_CORE = 8;
 
+// The optional `microarchitecture` field, one of `known` ("" when not stated); `kind_text` qualifies the
+// field in the error (" of a GPU").
+std::string read_microarchitecture(const YAML::Node& entry, const yaml::Origin& origin, const std::string& context,
+                                   const std::vector<std::string>& known, const char* kind_text) {
+  const auto name = yaml::optional<std::string>(entry, "microarchitecture", "", origin, context);
+  if (entry["microarchitecture"] && std::find(known.begin(), known.end(), name) == known.end())
+    yaml::fail(entry["microarchitecture"], origin, context,
+               fmt::format("field 'microarchitecture'{} must be one of {}, got '{}'", kind_text, fmt::join(known, ", "),
+                           name));
+  return name;
+}
+
 Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const HostFacts* host) {
   yaml::check_keys(entry,
                    {"name", "kind", "description", "peak_flops", "mem_bandwidth_Bps", "mem_capacity_B", "cores",
@@ -175,17 +187,10 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
     d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
     d.mem_capacity_B = read_figure(entry, "mem_capacity_B", origin, context, d, true);
     d.sgemm_efficiency = read_figure(entry, "sgemm_efficiency", origin, context, d, false, 0);
-    d.microarchitecture = yaml::optional<std::string>(entry, "microarchitecture", "", origin, context);
-    if (entry["microarchitecture"]) {
-      const auto& known = gpu_architectures();
-      if (std::find(known.begin(), known.end(), d.microarchitecture) == known.end())
-        yaml::fail(entry["microarchitecture"], origin, context,
-                   fmt::format("field 'microarchitecture' of a GPU must be one of {}, got '{}'", fmt::join(known, ", "),
-                               d.microarchitecture));
-    }
     if (d.sgemm_efficiency > 1)
       yaml::fail(entry["sgemm_efficiency"], origin, context,
                  fmt::format("field 'sgemm_efficiency' is a fraction of peak in (0, 1], got {}", d.sgemm_efficiency));
+    d.microarchitecture = read_microarchitecture(entry, origin, context, gpu_architectures(), " of a GPU");
     d.fp16_tensor_flops = read_figure(entry, "fp16_tensor_flops", origin, context, d, false, 0);
     d.tf32_tensor_flops = read_figure(entry, "tf32_tensor_flops", origin, context, d, false, 0);
     d.bf16_tensor_flops = read_figure(entry, "bf16_tensor_flops", origin, context, d, false, 0);
@@ -220,14 +225,7 @@ Device parse_device(const YAML::Node& entry, const yaml::Origin& origin, const H
       read_count(entry, "threads_per_core", origin, context, d, !from_host, MAX_THREADS_PER_CORE, d.threads_per_core);
   d.mem_bandwidth_Bps = read_figure(entry, "mem_bandwidth_Bps", origin, context, d, true);
   d.socket_link_Bps = read_figure(entry, "socket_link_Bps", origin, context, d, false, 0);
-  d.microarchitecture = yaml::optional<std::string>(entry, "microarchitecture", "", origin, context);
-  if (entry["microarchitecture"]) {
-    const auto& known = cpu_microarchitectures();
-    if (std::find(known.begin(), known.end(), d.microarchitecture) == known.end())
-      yaml::fail(entry["microarchitecture"], origin, context,
-                 fmt::format("field 'microarchitecture' must be one of {}, got '{}'", fmt::join(known, ", "),
-                             d.microarchitecture));
-  }
+  d.microarchitecture = read_microarchitecture(entry, origin, context, cpu_microarchitectures(), "");
   d.mem_capacity_B = read_figure(entry, "mem_capacity_B", origin, context, d, !from_host, d.mem_capacity_B);
   if (from_host && (d.cores <= 0 || d.clock_hz <= 0 || d.simd_width_fp32 <= 0 || d.mem_capacity_B <= 0))
     throw Failure(fmt::format("device 'host': could not resolve cores/clock/ISA/memory from /proc (cores {}, clock {} Hz, "

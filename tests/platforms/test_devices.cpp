@@ -46,6 +46,17 @@ const char* GOOD_CPU =
     "    mem_bandwidth_Bps: 50e9\n"
     "    mem_capacity_B: 64e9\n"
     "    source: test\n";
+
+// A GPU entry with only the required fields (its name: gpu-a).
+const char* GOOD_GPU =
+    "devices:\n"
+    "  - name: gpu-a\n"
+    "    kind: gpu\n"
+    "    description: test\n"
+    "    peak_flops: 10e12\n"
+    "    mem_bandwidth_Bps: 700e9\n"
+    "    mem_capacity_B: 16e9\n"
+    "    source: test\n";
 }  // namespace
 
 TEST_CASE("platforms::DeviceCatalog: every device of SYSTEMS.md is in the shipped catalog", "[platforms]") {
@@ -174,15 +185,7 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     CHECK(error_of(f).find("duplicate") != std::string::npos);
   }
   SECTION("SGEMM efficiency: a GPU fraction of peak in (0, 1], not a CPU field") {
-    const std::string gpu =
-        "devices:\n"
-        "  - name: gpu-a\n"
-        "    kind: gpu\n"
-        "    description: test\n"
-        "    peak_flops: 10e12\n"
-        "    mem_bandwidth_Bps: 700e9\n"
-        "    mem_capacity_B: 16e9\n"
-        "    source: test\n";
+    const std::string gpu = GOOD_GPU;
     CHECK(DeviceCatalog::load(write_temp("d7.yaml", gpu + "    sgemm_efficiency: 0.5\n")).by_name("gpu-a").sgemm_efficiency ==
           0.5);
     CHECK(DeviceCatalog::load(write_temp("d8.yaml", gpu)).by_name("gpu-a").sgemm_efficiency == 0);
@@ -203,15 +206,9 @@ TEST_CASE("platforms::DeviceCatalog: bad catalog input names file, line and fiel
     CHECK(bad.find("got 'netburst'") != std::string::npos);
   }
   SECTION("microarchitecture: a GPU's architecture, what NCCL's protocol rules key on, never its name") {
-    const std::string gpu =
-        "devices:\n"
-        "  - name: h100-lookalike\n"
-        "    kind: gpu\n"
-        "    description: test\n"
-        "    peak_flops: 10e12\n"
-        "    mem_bandwidth_Bps: 700e9\n"
-        "    mem_capacity_B: 16e9\n"
-        "    source: test\n";
+    // Named like an H100, but the name decides nothing.
+    std::string gpu = GOOD_GPU;
+    gpu.replace(gpu.find("gpu-a"), 5, "h100-lookalike");
     const auto named = DeviceCatalog::load(write_temp("d13.yaml", gpu)).by_name("h100-lookalike");
     CHECK_FALSE(named.nvlink_sharp());  // not stated: no architecture-gated protocol, whatever the name says
     CHECK_FALSE(named.nccl_ll128_by_default());
