@@ -34,12 +34,12 @@ RECOMPUTE = ("none", "selective", "full")
 REQUIRED = ("id", "model", "gpus", "precision", "seq_len", "global_batch", "micro_batch", "tp", "pp", "figure", "unit")
 INTS = ("gpus", "seq_len", "global_batch", "micro_batch", "tp", "pp", "vp", "cp", "ep", "zero", "eq3_layers", "eq3_hidden",
         "eq3_vocab", "mlm_predictions")
-OPTIONAL = ("vp", "cp", "ep", "sp", "zero", "recompute", "flash_attention", "mlm_predictions", "assumed", "platform",
+OPTIONAL = ("vp", "cp", "ep", "sp", "zero", "recompute", "order", "flash_attention", "mlm_predictions", "assumed", "platform",
             "eq3_layers", "eq3_hidden", "eq3_vocab", "mfu", "tflops_per_gpu", "model_tflops_per_gpu", "iteration_time_s",
             "note")
 # Layout fields, the predict flag each needs and the value dtsim takes without it.
 LAYOUT_FLAGS = (("tp", "--tp", 1), ("pp", "--pp", 1), ("vp", "--vp", 1), ("cp", "--cp", 1), ("ep", "--ep", 1),
-                ("zero", "--zero", 0), ("recompute", "--recompute", "none"))
+                ("zero", "--zero", 0), ("recompute", "--recompute", "none"), ("order", "--order", "tp-cp-dp-pp"))
 
 
 def fail(msg):
@@ -76,6 +76,8 @@ def load_rows(path, root):
             fail(f"{where}: field 'precision' must be one of {', '.join(PRECISIONS)}, got {row['precision']!r}")
         if row.get("recompute", "none") not in RECOMPUTE:
             fail(f"{where}: field 'recompute' must be one of {', '.join(RECOMPUTE)}, got {row['recompute']!r}")
+        if "order" in row and sorted(str(row["order"]).split("-")) != ["cp", "dp", "pp", "tp"]:
+            fail(f"{where}: field 'order' must name tp, cp, dp and pp once each joined by '-', got {row['order']!r}")
         if row["unit"] not in UNITS:
             fail(f"{where}: field 'unit' must be one of {', '.join(UNITS)}, got {row['unit']!r}")
         if not isinstance(row["figure"], (int, float)) or isinstance(row["figure"], bool) or row["figure"] <= 0:
@@ -139,6 +141,8 @@ def layout(row):
         parts.append(f"z{row['zero']}")
     if row.get("recompute", "none") != "none":
         parts.append(f"rc-{row['recompute'][:3]}")
+    if row.get("order", "tp-cp-dp-pp") != "tp-cp-dp-pp":
+        parts.append(row["order"])
     if row.get("flash_attention") is False:
         parts.append("dense-attn")
     if row.get("mlm_predictions", 0):
