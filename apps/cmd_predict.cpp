@@ -71,8 +71,11 @@ void print(const PredictArgs& a, const scenarios::Scenario& s, const scenarios::
   if (format == TextFormat::JSON) {
     nlohmann::json points = nlohmann::json::array();
     for (const auto& r : rows) points.push_back(sim::to_json(r));
-    nlohmann::json doc{{"model", s.model},           {"platform", s.platform},
-                       {"strategy", sim::to_string(s.point.strategy)}, {"framework", s.point.framework.name}, {"batch", s.batch},
+    nlohmann::json doc{{"model", s.model},
+                       {"platform", s.platform},
+                       {"strategy", sim::to_string(s.point.strategy)},
+                       {"framework", s.point.runtime.framework.name},
+                       {"batch", s.batch},
                        {"points", points}};
     doc["config"] = scenarios::config_json(config);
     out << doc.dump(2) << '\n';
@@ -139,7 +142,7 @@ void run(const PredictArgs& a) {
                "dtsim: note: {} parameter servers for {} workers: past one per worker, more servers cannot be "
                "faster, since each worker's own NIC already carries the whole model both ways\n",
                beyond->ps_servers, beyond->workers);
-  if (s.point.framework.calibration != "onednn") {
+  if (s.point.runtime.framework.calibration != "onednn") {
     // Which calibration the framework's compute came from (stderr: the result's shape is unchanged).
     const auto source = scenarios::compute_source(s);
     fmt::print(stderr, "compute: {} calibration, measured coverage {:.0f}%{}\n", source.used, source.coverage * 100,

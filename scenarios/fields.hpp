@@ -16,9 +16,11 @@ namespace dtsim::scenarios {
 
 struct Scenario;
 
-// What part of the set-up a field describes (a label: docs/scenario-schema.md groups the table by it).
+// What part of the set-up a field describes: the part of sim::TrainingPoint it lands in (job fields are the
+// scenario's own) and the heading docs/scenario-schema.md lists it under.
 inline constexpr const char* GROUP_JOB = "job";  // what is trained, where, from which calibration
 inline constexpr const char* GROUP_LAYOUT = "parallel layout";   // workers, their placement, the exchange
+inline constexpr const char* GROUP_PS = "parameter servers";  // the ps* strategies' servers
 inline constexpr const char* GROUP_RUNTIME = "runtime";          // framework, libraries, buckets, overlap
 inline constexpr const char* GROUP_INPUT = "input";              // the data pipeline
 inline constexpr const char* GROUP_VARIABILITY = "variability";  // how the workers' compute varies

@@ -197,48 +197,80 @@ LayoutStageTimes layout_stage_times(const calibrate::ComputeProfile& profile, co
 // --pp or --stage-layers) when they do not cover `blocks`.
 std::vector<int> layout_chunk_blocks(const ParallelLayout& layout, int blocks);
 
-// The fields a user writes are described once, with their keys, flags, parsers and writers, in the
-// scenario field table (scenarios/fields.hpp); the others are derived by the prediction (server apply
-// time, input and output bytes) or are the simulation library's own switches (ps_fold ...).
-struct TrainingPoint {
-  int workers = 1;
-  int workers_per_node = 0;  // 0 = platform default
-  Strategy strategy;
-  int ps_servers = 1;
-  PsPlacement ps_placement = PsPlacement::COLOCATED;
-  PsBalance ps_balance = PsBalance::GREEDY;
-  std::string ps_transport;                  // RPC layer of PS traffic ("grpc", "zeromq"; docs/transports.md); "" = none
+// The parameter servers of the ps* strategies: how many, where, how variables are spread over them, the
+// RPC layer their traffic runs through, and the servers' CPU time per gradient byte.
+struct ParameterServers {
+  int servers = 1;
+  PsPlacement placement = PsPlacement::COLOCATED;
+  PsBalance balance = PsBalance::GREEDY;
+  std::string transport;  // RPC layer of PS traffic ("grpc", "zeromq"; docs/transports.md); "" = none
+  // Seconds a server's CPU takes to apply one byte of a worker's gradient to its variables (the optimizer
+  // step on the server node's CPU, per gradient byte; docs/simulation-training.md, "Server apply"). Each
+  // push is applied on arrival, the server's pushes one after another; 0 = the servers apply once per
+  // iteration at the worker's update time (no server CPU). Derived by the prediction.
+  double apply_s_per_B = 0;
+  bool operator==(const ParameterServers&) const = default;
+};
+
+// What the training framework's runtime does around the exchange: gradient buckets, Horovod's cycle,
+// overlap with backward, the framework's own costs and the collective library it calls.
+struct Runtime {
   double fusion_bytes = 64.0 * 1024 * 1024;  // Horovod's default fusion threshold
   double cycle_s = 0;                        // Horovod cycle time; 0 = exchange as soon as ready
   bool overlap = true;                       // exchange buckets during the remaining backward
-  bool interference = true;                  // GPUs: compute overlapped with a collective slows down (docs/simulation-training.md)
   FrameworkRuntime framework;                // what the framework's runtime adds around each collective
   std::string collective_library = "none";   // picks algorithm and protocol per allreduce call; "" = by precedence
+  bool operator==(const Runtime&) const = default;
+};
+
+// The data pipeline: where each worker's batch comes from and what it costs on the way.
+struct Input {
   DataMode data = DataMode::SYNTHETIC;
-  double sample_bytes = 0;                   // real data: bytes read per sample
-  int prefetch_depth = 2;                    // batches read ahead
-  int iterations = 0;                        // simulated iterations (the first is warm-up); 0: resolved_iterations
-  Variability variability;
+  double sample_bytes = 0;             // real data: bytes read per sample
+  int prefetch_depth = 2;              // batches read ahead
+  double metadata_ops_per_sample = 1;  // real data on a parallel FS: file opens per sample (one JPEG each)
+  double preprocess_s_per_sample = 0;  // real data: host decode/augment time per sample (0 = not modelled)
+  // data-parallel-single-node, derived from the model: the input tensor scattered from device 0 and the
+  // outputs gathered on it, per sample.
+  double scattered_bytes_per_sample = 0;
+  double gathered_bytes_per_sample = 0;
+  bool operator==(const Input&) const = default;
+};
+
+// How the simulation runs and what it assumes: iterations, the trace, the communication mode, and the
+// exact or approximate shortcuts (folds) it may take.
+struct Fidelity {
+  int iterations = 0;  // simulated iterations (the first is warm-up); 0: resolved_iterations
   CommMode comm_mode = CommMode::AUTO;
-  bool ps_fold = true;                       // coarse PS with dedicated servers: fold each switch's nodes (exact)
+  bool interference =
+      true;  // GPUs: compute overlapped with a collective slows down (docs/simulation-training.md)
+  std::string trace_path;    // non-empty: write a Chrome/Perfetto trace
+  int trace_iterations = 1;  // the last N iterations are traced (<= iterations)
+  bool ps_fold = true;       // coarse PS with dedicated servers: fold each switch's nodes (exact)
   // Coarse PS, colocated servers, one device per node: each server node's device gets a NIC of its own
   // and its switch link twice the bandwidth ("Split roles", docs/simulation-training.md), so that every
   // switch folds as with dedicated servers.
   bool ps_split_roles = true;
   double ps_fold_max_flows = PS_FOLD_MAX_FLOWS;  // above: fold groups of switches, load-scaled (approximate)
-  bool ps_latency_bound_bypass = true;       // PS: messages within the route's bandwidth-delay product skip the solver
-  // PS: seconds a server's CPU takes to apply one byte of a worker's gradient to its variables (the
-  // optimizer step on the server node's CPU, per gradient byte; docs/simulation-training.md, "Server
-  // apply"). Each push is applied on arrival, the server's pushes one after another; 0 = the servers
-  // apply once per iteration at the worker's update time (no server CPU).
-  double ps_apply_s_per_B = 0;
-  std::string trace_path;                    // non-empty: write a Chrome/Perfetto trace
-  int trace_iterations = 1;                  // the last N iterations are traced (<= iterations)
-  double input_bytes_per_sample = 0;         // data-parallel-single-node: input tensor scattered from device 0
-  double output_bytes_per_sample = 0;        // data-parallel-single-node: outputs gathered on device 0
-  double metadata_ops_per_sample = 1;        // real data on a parallel FS: file opens per sample (one JPEG each)
-  double preprocess_s_per_sample = 0;        // real data: host decode/augment time per sample (0 = not modelled)
-  ParallelLayout layout;                     // transformers: tensor/pipeline/context/expert layout, ZeRO
+  bool ps_latency_bound_bypass =
+      true;  // PS: messages within the route's bandwidth-delay product skip the solver
+  bool operator==(const Fidelity&) const = default;
+};
+
+// One simulated training set-up, in parts. The fields a user writes are described once, with their keys,
+// flags, parsers and writers, in the scenario field table (scenarios/fields.hpp), whose groups are these
+// parts; the others are derived by the prediction (server apply time, input and output bytes) or are the
+// simulation library's own switches (the PS folds).
+struct TrainingPoint {
+  int workers = 1;
+  int workers_per_node = 0;  // 0 = platform default
+  Strategy strategy;
+  ParameterServers ps;
+  Runtime runtime;
+  Input input;
+  Fidelity fidelity;
+  Variability variability;
+  ParallelLayout layout;  // transformers: tensor/pipeline/context/expert layout, ZeRO
   bool operator==(const TrainingPoint&) const = default;
 };
 

@@ -267,7 +267,7 @@ std::vector<ScenarioField> make_fields() {
        .write = [](const Scenario& s) { return value(sim::to_string(s.point.strategy)); },
        .header = [](const Scenario& s, const HeaderContext&) { return sim::to_string(s.point.strategy); }},
       {.key = "ps",
-       .group = GROUP_LAYOUT,
+       .group = GROUP_PS,
        .type = "int, list (one per workers entry) or auto",
        .default_text = "1",
        .help = "Parameter servers: N, one per --workers entry (N1,N2,...), or auto",
@@ -288,7 +288,7 @@ std::vector<ScenarioField> make_fields() {
              return servers_only(s, s.ps_auto ? "auto" : s.ps.empty() ? "1" : join(s.ps));
            }},
       {.key = "ps_placement",
-       .group = GROUP_LAYOUT,
+       .group = GROUP_PS,
        .type = "colocated / dedicated",
        .default_text = "colocated",
        .help = "colocated|dedicated",
@@ -296,12 +296,12 @@ std::vector<ScenarioField> make_fields() {
        .flag_kind = K::VALUE,
        .example = "dedicated",
        .parse = [](Scenario& s,
-                   const FieldInput& in) { s.point.ps_placement = in.choose(sim::ps_placement_by_name); },
-       .write = [](const Scenario& s) { return value(sim::to_string(s.point.ps_placement)); },
+                   const FieldInput& in) { s.point.ps.placement = in.choose(sim::ps_placement_by_name); },
+       .write = [](const Scenario& s) { return value(sim::to_string(s.point.ps.placement)); },
        .header = [](const Scenario& s,
-                    const HeaderContext&) { return servers_only(s, sim::to_string(s.point.ps_placement)); }},
+                    const HeaderContext&) { return servers_only(s, sim::to_string(s.point.ps.placement)); }},
       {.key = "ps_balance",
-       .group = GROUP_LAYOUT,
+       .group = GROUP_PS,
        .type = "greedy / round-robin / mxnet",
        .default_text = "greedy",
        .help = "greedy|round-robin|mxnet (variable placement on servers: TensorFlow's greedy by bytes, in "
@@ -311,11 +311,11 @@ std::vector<ScenarioField> make_fields() {
        .flag_kind = K::VALUE,
        .example = "round-robin",
        .parse = [](Scenario& s,
-                   const FieldInput& in) { s.point.ps_balance = in.choose(sim::ps_balance_by_name); },
-       .write = [](const Scenario& s) { return value(sim::to_string(s.point.ps_balance)); }},
+                   const FieldInput& in) { s.point.ps.balance = in.choose(sim::ps_balance_by_name); },
+       .write = [](const Scenario& s) { return value(sim::to_string(s.point.ps.balance)); }},
       // ---- runtime: what the framework and its libraries add around the exchange
       {.key = "ps_transport",
-       .group = GROUP_RUNTIME,
+       .group = GROUP_PS,
        .type = "grpc / grpc-2016 / zeromq",
        .default_text = "none",
        .help = "RPC layer of parameter-server traffic (docs/transports.md; default none), one of:\n" +
@@ -325,13 +325,13 @@ std::vector<ScenarioField> make_fields() {
        .example = "grpc",
        .parse =
            [](Scenario& s, const FieldInput& in) {
-             s.point.ps_transport = in.choose([](const std::string& t) {
+             s.point.ps.transport = in.choose([](const std::string& t) {
                return platforms::transport_by_name(t, platforms::TransportScope::RPC).name;
              });
            },
        .write =
            [](const Scenario& s) {
-             return s.point.ps_transport.empty() ? left_out() : value(s.point.ps_transport);
+             return s.point.ps.transport.empty() ? left_out() : value(s.point.ps.transport);
            }},
       {.key = "framework",
        .group = GROUP_RUNTIME,
@@ -350,8 +350,8 @@ std::vector<ScenarioField> make_fields() {
                                     return sim::framework_by_name(t, in.what());
                                   }));
            },
-       .write = [](const Scenario& s) { return value(s.point.framework.name); },
-       .header = [](const Scenario& s, const HeaderContext&) { return s.point.framework.name; }},
+       .write = [](const Scenario& s) { return value(s.point.runtime.framework.name); },
+       .header = [](const Scenario& s, const HeaderContext&) { return s.point.runtime.framework.name; }},
       // ---- allocator regime (issue 40): the heap of the user's process, for a libtorch calibration
       {.key = "allocator",
        .group = GROUP_RUNTIME,
@@ -371,9 +371,10 @@ std::vector<ScenarioField> make_fields() {
            [](const Scenario& s) {
              return s.allocator == calibrate::DEFAULT_ALLOCATOR ? left_out() : value(s.allocator);
            },
-       .header = [](const Scenario& s, const HeaderContext&) {
-         return s.allocator == calibrate::DEFAULT_ALLOCATOR ? std::string() : s.allocator;
-       }},
+       .header =
+           [](const Scenario& s, const HeaderContext&) {
+             return s.allocator == calibrate::DEFAULT_ALLOCATOR ? std::string() : s.allocator;
+           }},
       {.key = "collective_library",
        .group = GROUP_RUNTIME,
        .type = "library name",
@@ -389,15 +390,15 @@ std::vector<ScenarioField> make_fields() {
        .example = "gloo",
        .parse =
            [](Scenario& s, const FieldInput& in) {
-             s.point.collective_library = in.choose([&](const std::string& t) {
+             s.point.runtime.collective_library = in.choose([&](const std::string& t) {
                sim::check_collective_library(t, in.what());
                return t;
              });
            },
        .write =
            [](const Scenario& s) {
-             return s.point.collective_library.empty() ? left_out("collective_library: by precedence")
-                                                       : value(s.point.collective_library);
+             return s.point.runtime.collective_library.empty() ? left_out("collective_library: by precedence")
+                                                               : value(s.point.runtime.collective_library);
            },
        .header = [](const Scenario& s, const HeaderContext& c) -> std::string {
          if (c.platform == nullptr) return "";
@@ -502,12 +503,12 @@ std::vector<ScenarioField> make_fields() {
              const double mb = in.as<double>();
              if (!(mb >= 0 && mb <= MAX_FUSION_MB))
                in.fail(fmt::format("must be in 0..{:.0f} MiB, got {}", MAX_FUSION_MB, mb));
-             s.point.fusion_bytes = mb * BYTES_PER_MIB;
+             s.point.runtime.fusion_bytes = mb * BYTES_PER_MIB;
            },
-       .write = [](const Scenario& s) { return number(s.point.fusion_bytes / BYTES_PER_MIB); },
+       .write = [](const Scenario& s) { return number(s.point.runtime.fusion_bytes / BYTES_PER_MIB); },
        .header =
            [](const Scenario& s, const HeaderContext&) {
-             return fmt::format("{:g} MiB", s.point.fusion_bytes / BYTES_PER_MIB);
+             return fmt::format("{:g} MiB", s.point.runtime.fusion_bytes / BYTES_PER_MIB);
            }},
       {.key = "cycle_ms",
        .group = GROUP_RUNTIME,
@@ -517,11 +518,12 @@ std::vector<ScenarioField> make_fields() {
        .flag = "--cycle-ms",
        .flag_kind = K::VALUE,
        .example = "5",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.cycle_s = non_negative(in) * S_PER_MS; },
-       .write = [](const Scenario& s) { return number(s.point.cycle_s * MS_PER_S); },
+       .parse = [](Scenario& s,
+                   const FieldInput& in) { s.point.runtime.cycle_s = non_negative(in) * S_PER_MS; },
+       .write = [](const Scenario& s) { return number(s.point.runtime.cycle_s * MS_PER_S); },
        .header =
            [](const Scenario& s, const HeaderContext&) {
-             return s.point.cycle_s > 0 ? human_seconds(s.point.cycle_s) : std::string();
+             return s.point.runtime.cycle_s > 0 ? human_seconds(s.point.runtime.cycle_s) : std::string();
            }},
       {.key = "overlap",
        .group = GROUP_RUNTIME,
@@ -531,8 +533,8 @@ std::vector<ScenarioField> make_fields() {
        .flag = "--no-overlap",
        .flag_kind = K::SETS_FALSE,
        .example = "false",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.overlap = in.as<bool>(); },
-       .write = [](const Scenario& s) { return value(s.point.overlap); }},
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.runtime.overlap = in.as<bool>(); },
+       .write = [](const Scenario& s) { return value(s.point.runtime.overlap); }},
       {.key = "interference",
        .group = GROUP_FIDELITY,
        .type = "bool",
@@ -542,8 +544,8 @@ std::vector<ScenarioField> make_fields() {
        .flag = "--no-interference",
        .flag_kind = K::SETS_FALSE,
        .example = "false",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.interference = in.as<bool>(); },
-       .write = [](const Scenario& s) { return value(s.point.interference); }},
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.fidelity.interference = in.as<bool>(); },
+       .write = [](const Scenario& s) { return value(s.point.fidelity.interference); }},
       {.key = "precision",
        .group = GROUP_JOB,
        .type = "fp32 / tf32 / fp16-mixed / bf16-mixed / fp8",
@@ -570,9 +572,10 @@ std::vector<ScenarioField> make_fields() {
        .example = "2048",
        .parse = [](Scenario& s, const FieldInput& in) { s.seq_len = model_option(in, MAX_SEQ_LEN); },
        .write = [](const Scenario& s) { return value(s.seq_len, "0 = the model's context"); },
-       .header = [](const Scenario& s, const HeaderContext&) {
-         return s.seq_len ? fmt::format("{} tokens", s.seq_len) : std::string();
-       }},
+       .header =
+           [](const Scenario& s, const HeaderContext&) {
+             return s.seq_len ? fmt::format("{} tokens", s.seq_len) : std::string();
+           }},
       {.key = "micro_batch",
        .group = GROUP_JOB,
        .type = "int >= 0",
@@ -583,28 +586,33 @@ std::vector<ScenarioField> make_fields() {
        .example = "2",
        .parse = [](Scenario& s, const FieldInput& in) { s.micro_batch = model_option(in, 1 << 20); },
        .write = [](const Scenario& s) { return value(s.micro_batch, "0 = batch"); },
-       .header = [](const Scenario& s, const HeaderContext&) {
-         return s.micro_batch ? std::to_string(s.micro_batch) : std::string();
-       }},
+       .header =
+           [](const Scenario& s, const HeaderContext&) {
+             return s.micro_batch ? std::to_string(s.micro_batch) : std::string();
+           }},
       {.key = "global_batch",
        .group = GROUP_JOB,
        .type = "int >= 0",
        .default_text = "0 (one micro-batch per data-parallel replica)",
-       .help = "Transformers: sequences per iteration over the whole job; a multiple of micro-batch x data-parallel "
+       .help = "Transformers: sequences per iteration over the whole job; a multiple of micro-batch x "
+               "data-parallel "
                "size (gradient accumulation over the rest)",
        .flag = "--global-batch",
        .flag_kind = K::VALUE,
        .example = "512",
        .parse = [](Scenario& s, const FieldInput& in) { s.global_batch = model_option(in, 1 << 24); },
-       .write = [](const Scenario& s) { return value(s.global_batch, "0 = micro-batch x data-parallel size"); },
-       .header = [](const Scenario& s, const HeaderContext&) {
-         return s.global_batch ? std::to_string(s.global_batch) : std::string();
-       }},
+       .write =
+           [](const Scenario& s) { return value(s.global_batch, "0 = micro-batch x data-parallel size"); },
+       .header =
+           [](const Scenario& s, const HeaderContext&) {
+             return s.global_batch ? std::to_string(s.global_batch) : std::string();
+           }},
       {.key = "flash_attention",
        .group = GROUP_JOB,
        .type = "bool",
        .default_text = "true",
-       .help = "Transformers: dense attention kernels that keep the s x s scores (default: fused flash attention)",
+       .help = "Transformers: dense attention kernels that keep the s x s scores (default: fused flash "
+               "attention)",
        .flag = "--no-flash-attention",
        .flag_kind = K::SETS_FALSE,
        .example = "false",
@@ -614,21 +622,24 @@ std::vector<ScenarioField> make_fields() {
        .group = GROUP_JOB,
        .type = "int >= 0",
        .default_text = "0 (every position)",
-       .help = "BERT pre-training: positions per sequence the masked-LM head runs over, gathered first (NVIDIA "
-               "DeepLearningExamples' dense sequence output: its max_predictions_per_seq); 0 = every position",
+       .help =
+           "BERT pre-training: positions per sequence the masked-LM head runs over, gathered first (NVIDIA "
+           "DeepLearningExamples' dense sequence output: its max_predictions_per_seq); 0 = every position",
        .flag = "--mlm-predictions",
        .flag_kind = K::VALUE,
        .example = "80",
        .parse = [](Scenario& s, const FieldInput& in) { s.mlm_predictions = model_option(in, MAX_SEQ_LEN); },
        .write = [](const Scenario& s) { return value(s.mlm_predictions, "0 = every position"); },
-       .header = [](const Scenario& s, const HeaderContext&) {
-         return s.mlm_predictions ? fmt::format("{} per sequence", s.mlm_predictions) : std::string();
-       }},
+       .header =
+           [](const Scenario& s, const HeaderContext&) {
+             return s.mlm_predictions ? fmt::format("{} per sequence", s.mlm_predictions) : std::string();
+           }},
       {.key = "tp",
        .group = GROUP_LAYOUT,
        .type = "int >= 1",
        .default_text = "1",
-       .help = "Tensor-parallel size: each layer's heads, MLP and vocabulary split over this many GPUs of a node",
+       .help =
+           "Tensor-parallel size: each layer's heads, MLP and vocabulary split over this many GPUs of a node",
        .flag = "--tp",
        .flag_kind = K::VALUE,
        .example = "2",
@@ -679,8 +690,9 @@ std::vector<ScenarioField> make_fields() {
        .group = GROUP_LAYOUT,
        .type = "bool",
        .default_text = "false",
-       .help = "Megatron sequence parallelism: tensor-parallel allreduces become reduce-scatter + allgather and "
-               "the norms' activations split over the sequence",
+       .help =
+           "Megatron sequence parallelism: tensor-parallel allreduces become reduce-scatter + allgather and "
+           "the norms' activations split over the sequence",
        .flag = "--sequence-parallel",
        .flag_kind = K::SETS_TRUE,
        .example = "true",
@@ -690,8 +702,9 @@ std::vector<ScenarioField> make_fields() {
        .group = GROUP_LAYOUT,
        .type = "bool",
        .default_text = "false",
-       .help = "Tensor parallelism with the embedding and output layer whole on every rank (no vocab split, no "
-               "collectives of their own), as a trainer that replicates them",
+       .help =
+           "Tensor parallelism with the embedding and output layer whole on every rank (no vocab split, no "
+           "collectives of their own), as a trainer that replicates them",
        .flag = "--replicated-vocab",
        .flag_kind = K::SETS_TRUE,
        .example = "true",
@@ -740,7 +753,8 @@ std::vector<ScenarioField> make_fields() {
        .parse =
            [](Scenario& s, const FieldInput& in) {
              const auto v = in.as<std::string>();
-             if (v != "1f1b" && v != "gpipe") in.fail(fmt::format("unknown schedule '{}' (known: 1f1b, gpipe)", v));
+             if (v != "1f1b" && v != "gpipe")
+               in.fail(fmt::format("unknown schedule '{}' (known: 1f1b, gpipe)", v));
              s.point.layout.schedule = v;
            },
        .write = [](const Scenario& s) { return value(s.point.layout.schedule); }},
@@ -748,7 +762,8 @@ std::vector<ScenarioField> make_fields() {
        .group = GROUP_LAYOUT,
        .type = "string",
        .default_text = "tp-cp-dp-pp",
-       .help = "Rank placement, fastest dimension first (Megatron-LM's tp-cp-dp-pp: tensor-parallel ranks inside a "
+       .help = "Rank placement, fastest dimension first (Megatron-LM's tp-cp-dp-pp: tensor-parallel ranks "
+               "inside a "
                "node, pipeline stages farthest apart)",
        .flag = "--order",
        .flag_kind = K::VALUE,
@@ -769,8 +784,9 @@ std::vector<ScenarioField> make_fields() {
        .group = GROUP_LAYOUT,
        .type = "list of int >= 1",
        .default_text = "even split",
-       .help = "Layers per pipeline chunk, pp x vp entries in chunk order (default: an even split, the remainder "
-               "spread after the first)",
+       .help =
+           "Layers per pipeline chunk, pp x vp entries in chunk order (default: an even split, the remainder "
+           "spread after the first)",
        .flag = "--stage-layers",
        .flag_kind = K::VALUE,
        .example = "1,1",
@@ -784,7 +800,8 @@ std::vector<ScenarioField> make_fields() {
        .group = GROUP_FIDELITY,
        .type = "bool",
        .default_text = "true",
-       .help = "Transformer layouts: simulate every tensor-parallel collective and every data-parallel replica (default: "
+       .help = "Transformer layouts: simulate every tensor-parallel collective and every data-parallel "
+               "replica (default: "
                "node-local collectives priced once, replicas folded onto one; docs/parallel-layouts.md)",
        .flag = "--no-layout-folds",
        .flag_kind = K::SETS_FALSE,
@@ -801,9 +818,10 @@ std::vector<ScenarioField> make_fields() {
        .help = "Collective granularity (docs/simulation-comm.md)",
        .example = "fine",
        .parse = [](Scenario& s,
-                   const FieldInput& in) { s.point.comm_mode = in.choose(sim::comm_mode_by_name); },
-       .write = [](const Scenario& s) { return value(sim::to_string(s.point.comm_mode)); },
-       .header = [](const Scenario& s, const HeaderContext&) { return sim::to_string(s.point.comm_mode); }},
+                   const FieldInput& in) { s.point.fidelity.comm_mode = in.choose(sim::comm_mode_by_name); },
+       .write = [](const Scenario& s) { return value(sim::to_string(s.point.fidelity.comm_mode)); },
+       .header = [](const Scenario& s,
+                    const HeaderContext&) { return sim::to_string(s.point.fidelity.comm_mode); }},
       // ---- input: the data pipeline
       {.key = "data",
        .group = GROUP_INPUT,
@@ -813,14 +831,15 @@ std::vector<ScenarioField> make_fields() {
        .flag = "--data",
        .flag_kind = K::VALUE,
        .example = "real",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.data = in.choose(sim::data_mode_by_name); },
+       .parse = [](Scenario& s,
+                   const FieldInput& in) { s.point.input.data = in.choose(sim::data_mode_by_name); },
        .write =
            [](const Scenario& s) {
-             return value(std::string(s.point.data == sim::DataMode::REAL ? "real" : "synthetic"));
+             return value(std::string(s.point.input.data == sim::DataMode::REAL ? "real" : "synthetic"));
            },
        .header =
            [](const Scenario& s, const HeaderContext&) {
-             return std::string(s.point.data == sim::DataMode::REAL ? "real" : "synthetic");
+             return std::string(s.point.input.data == sim::DataMode::REAL ? "real" : "synthetic");
            }},
       {.key = "sample_bytes",
        .group = GROUP_INPUT,
@@ -828,11 +847,11 @@ std::vector<ScenarioField> make_fields() {
        .default_text = "0 = ImageNet mean (~108 KB)",
        .help = "Bytes read per sample (real data)",
        .example = "100000",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.sample_bytes = non_negative(in); },
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.input.sample_bytes = non_negative(in); },
        .write =
            [](const Scenario& s) {
-             return number(s.point.sample_bytes,
-                           s.point.sample_bytes > 0
+             return number(s.point.input.sample_bytes,
+                           s.point.input.sample_bytes > 0
                                ? ""
                                : fmt::format("0 = the ImageNet mean, {:.0f} B", IMAGENET_MEAN_SAMPLE_BYTES));
            }},
@@ -842,25 +861,28 @@ std::vector<ScenarioField> make_fields() {
        .default_text = "2",
        .help = "Batches read ahead of compute",
        .example = "4",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.prefetch_depth = int_at_least(in, 1); },
-       .write = [](const Scenario& s) { return value(s.point.prefetch_depth); }},
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.input.prefetch_depth = int_at_least(in, 1); },
+       .write = [](const Scenario& s) { return value(s.point.input.prefetch_depth); }},
       {.key = "metadata_ops_per_sample",
        .group = GROUP_INPUT,
        .type = "number >= 0",
        .default_text = "1",
        .help = "File opens per sample on a parallel file system",
        .example = "0.5",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.metadata_ops_per_sample = non_negative(in); },
-       .write = [](const Scenario& s) { return number(s.point.metadata_ops_per_sample); }},
+       .parse = [](Scenario& s,
+                   const FieldInput& in) { s.point.input.metadata_ops_per_sample = non_negative(in); },
+       .write = [](const Scenario& s) { return number(s.point.input.metadata_ops_per_sample); }},
       {.key = "preprocess_ms_per_sample",
        .group = GROUP_INPUT,
        .type = "number >= 0",
        .default_text = "0",
        .help = "Host decode/augment time per sample, in the input pipeline",
        .example = "2.5",
-       .parse = [](Scenario& s,
-                   const FieldInput& in) { s.point.preprocess_s_per_sample = non_negative(in) * S_PER_MS; },
-       .write = [](const Scenario& s) { return number(s.point.preprocess_s_per_sample * MS_PER_S); }},
+       .parse =
+           [](Scenario& s, const FieldInput& in) {
+             s.point.input.preprocess_s_per_sample = non_negative(in) * S_PER_MS;
+           },
+       .write = [](const Scenario& s) { return number(s.point.input.preprocess_s_per_sample * MS_PER_S); }},
       // ---- fidelity knobs: how the simulation runs and what it assumes of the compute
       {.key = "iterations",
        .group = GROUP_FIDELITY,
@@ -871,13 +893,13 @@ std::vector<ScenarioField> make_fields() {
        .flag = "--iterations",
        .flag_kind = K::VALUE,
        .example = "5",
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.iterations = int_at_least(in, 1); },
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.fidelity.iterations = int_at_least(in, 1); },
        .write =
            [](const Scenario& s) {
              // Left to each strategy when unset: a sweep over strategies may mix synchronous and asynchronous
              // ones.
-             return s.point.iterations > 0
-                        ? value(s.point.iterations)
+             return s.point.fidelity.iterations > 0
+                        ? value(s.point.fidelity.iterations)
                         : left_out(fmt::format("iterations: by strategy ({}; asynchronous {})",
                                                sim::SYNC_ITERATIONS, sim::ASYNC_ITERATIONS));
            }},
@@ -925,10 +947,10 @@ std::vector<ScenarioField> make_fields() {
        .flag_kind = K::VALUE,
        .example = "trace.json",
        // An output: like --out, relative to the working directory.
-       .parse = [](Scenario& s, const FieldInput& in) { s.point.trace_path = in.as<std::string>(); },
+       .parse = [](Scenario& s, const FieldInput& in) { s.point.fidelity.trace_path = in.as<std::string>(); },
        .write =
            [](const Scenario& s) {
-             return s.point.trace_path.empty() ? left_out() : value(s.point.trace_path);
+             return s.point.fidelity.trace_path.empty() ? left_out() : value(s.point.fidelity.trace_path);
            }},
       {.key = "trace_iterations",
        .group = GROUP_FIDELITY,
@@ -941,13 +963,14 @@ std::vector<ScenarioField> make_fields() {
        .parse =
            [](Scenario& s, const FieldInput& in) {
              const int n = int_at_least(in, 1);
-             if (s.point.trace_path.empty())
+             if (s.point.fidelity.trace_path.empty())
                in.fail("needs a trace file (trace: in the scenario or --trace FILE)");
-             s.point.trace_iterations = n;  // after the warm-up one unless iterations says otherwise
+             s.point.fidelity.trace_iterations = n;  // after the warm-up one unless iterations says otherwise
            },
        .write =
            [](const Scenario& s) {
-             return s.point.trace_path.empty() ? left_out() : value(s.point.trace_iterations);
+             return s.point.fidelity.trace_path.empty() ? left_out()
+                                                        : value(s.point.fidelity.trace_iterations);
            }},
       {.key = "allow_oversubscribe",
        .group = GROUP_FIDELITY,

@@ -346,7 +346,7 @@ PlanSummary run_plan(const Scenario& base, const PlanOptions& options) {
     outcome.labels["platform"] = platform_label(s.platform);
     outcome.labels["strategy"] = sim::to_string(s.point.strategy);
     outcome.labels["batch"] = std::to_string(s.batch);
-    outcome.labels["data"] = s.point.data == sim::DataMode::REAL ? "real" : "synthetic";
+    outcome.labels["data"] = s.point.input.data == sim::DataMode::REAL ? "real" : "synthetic";
     outcome.rows = predict_layout(s, cache);
     return outcome;
   };

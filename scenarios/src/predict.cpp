@@ -144,8 +144,8 @@ sim::TrainingPoint point_of(const Prepared& p, int workers, int ps, const std::s
   sim::TrainingPoint point = p.base;
   point.workers = workers;
   if (p.layout.active) set_layout_batches(p, point);
-  point.ps_servers = is_ps(point.strategy) ? ps : 0;
-  point.trace_path = trace_path;
+  point.ps.servers = is_ps(point.strategy) ? ps : 0;
+  point.fidelity.trace_path = trace_path;
   return point;
 }
 
@@ -219,7 +219,7 @@ class PsSearch {
  public:
   PsSearch(const Prepared& p, int workers) : workers_(workers) {
     const int wpn = workers_per_node(p);
-    const int max_dedicated = p.base.ps_placement == sim::PsPlacement::DEDICATED
+    const int max_dedicated = p.base.ps.placement == sim::PsPlacement::DEDICATED
                                   ? p.platform.nodes - (workers + wpn - 1) / wpn
                                   : workers;
     max_ps_ = std::max(1, std::min(workers, max_dedicated));
@@ -330,8 +330,9 @@ double server_apply_s_per_B(const models::Model& model, const platforms::Platfor
 // Transformers take the layout planner under an allreduce strategy whose runtime it models (no Horovod
 // cycle, negotiation or fusion copies); parameter servers and nn.DataParallel keep their own families.
 bool layout_applies(const Scenario& s) {
-  const auto& f = s.point.framework;
-  return s.point.strategy.exchange == "allreduce" && s.point.cycle_s <= 0 && !f.negotiation && !f.fusion_copies;
+  const auto& f = s.point.runtime.framework;
+  return s.point.strategy.exchange == "allreduce" && s.point.runtime.cycle_s <= 0 && !f.negotiation &&
+         !f.fusion_copies;
 }
 
 // The layout's derived bytes, the model FLOPs behind MFU and the memory options of every stage.
@@ -455,9 +456,10 @@ Prepared prepare(const Scenario& s, LayoutCache::Impl* cache = nullptr) {
     mo.mlm_predictions = s.mlm_predictions;
     p.layout.active = layout_applies(s);
     if (!p.layout.active && s.point.layout != sim::ParallelLayout{})
-      throw InputError(fmt::format("--tp, --pp, --zero and the other layout flags need an allreduce strategy without "
-                                   "Horovod's cycle (strategy {}, framework {})",
-                                   s.point.strategy.name(), s.point.framework.name));
+      throw InputError(
+          fmt::format("--tp, --pp, --zero and the other layout flags need an allreduce strategy without "
+                      "Horovod's cycle (strategy {}, framework {})",
+                      s.point.strategy.name(), s.point.runtime.framework.name));
     if (p.layout.active) {
       mo.tensor_parallel = s.point.layout.tp;
       mo.replicated_vocab = s.point.layout.replicated_vocab;
@@ -473,7 +475,7 @@ Prepared prepare(const Scenario& s, LayoutCache::Impl* cache = nullptr) {
   po.cpu_sockets = p.platform.node.cpu_sockets;
   po.db_path = s.db_path;
   po.precision = s.precision;
-  po.backend = s.point.framework.calibration;
+  po.backend = s.point.runtime.framework.calibration;
   po.allocator = s.allocator;
   const auto& device = p.platform.worker_device();
   if (!s.allow_oversubscribe && !p.layout.active)
@@ -482,29 +484,36 @@ Prepared prepare(const Scenario& s, LayoutCache::Impl* cache = nullptr) {
   p.base = s.point;
   if (p.layout.active) prepare_layout(p, s, mo, model_ptr, device, cache);
   const bool across_nodes = !s.workers.empty() && *std::max_element(s.workers.begin(), s.workers.end()) > po.workers_per_node;
-  if (const int comm_cores = s.point.framework.comm_cores_on(device); comm_cores > 0 && across_nodes) {
+  if (const int comm_cores = s.point.runtime.framework.comm_cores_on(device);
+      comm_cores > 0 && across_nodes) {
     // Intel Caffe's launcher: OMP_NUM_THREADS = the process's cores less the servers' on runs across
     // nodes; threads given explicitly are kept, and must leave the servers their cores.
     const int per_process = std::max(1, device.cores * po.cpu_sockets / po.workers_per_node);
     if (s.threads > 0 && s.threads + comm_cores > per_process)
-      throw InputError(fmt::format("--threads: {} threads per process leave no room for the {} cores that {}'s "
-                                   "communication servers hold on runs across nodes ({} cores per process); expected <= {}",
-                                   s.threads, comm_cores, s.point.framework.name, per_process, per_process - comm_cores));
+      throw InputError(fmt::format(
+          "--threads: {} threads per process leave no room for the {} cores that {}'s "
+          "communication servers hold on runs across nodes ({} cores per process); expected <= {}",
+          s.threads, comm_cores, s.point.runtime.framework.name, per_process, per_process - comm_cores));
     if (s.threads == 0 && per_process <= comm_cores)
-      throw InputError(fmt::format("--workers-per-node: {} processes per node leave {} cores each, none for compute beside "
-                                   "the {} cores that {}'s communication servers hold on runs across nodes",
-                                   po.workers_per_node, per_process, comm_cores, s.point.framework.name));
+      throw InputError(fmt::format(
+          "--workers-per-node: {} processes per node leave {} cores each, none for compute beside "
+          "the {} cores that {}'s communication servers hold on runs across nodes",
+          po.workers_per_node, per_process, comm_cores, s.point.runtime.framework.name));
     calibrate::ProfileOptions multi = po;
     multi.threads = s.threads > 0 ? s.threads : per_process - comm_cores;
     p.multi_node_profile = calibrate::build_profile(*model, device, multi);
   }
-  if (is_ps(p.base.strategy)) p.base.ps_apply_s_per_B = server_apply_s_per_B(*model, p.platform, p.profile, s.db_path);
-  p.base.input_bytes_per_sample = static_cast<double>(model->input_shape().per_sample()) * BYTES_PER_FP32;
+  if (is_ps(p.base.strategy))
+    p.base.ps.apply_s_per_B = server_apply_s_per_B(*model, p.platform, p.profile, s.db_path);
+  p.base.input.scattered_bytes_per_sample =
+      static_cast<double>(model->input_shape().per_sample()) * BYTES_PER_FP32;
   const auto& last = model->layers().back();
-  p.base.output_bytes_per_sample =
-      static_cast<double>(last.src_shapes.empty() ? last.dst_shape.per_sample() : last.src_shapes[0].per_sample()) *
+  p.base.input.gathered_bytes_per_sample =
+      static_cast<double>(last.src_shapes.empty() ? last.dst_shape.per_sample()
+                                                  : last.src_shapes[0].per_sample()) *
       BYTES_PER_FP32;
-  if (p.base.data == sim::DataMode::REAL && p.base.sample_bytes <= 0) p.base.sample_bytes = IMAGENET_MEAN_SAMPLE_BYTES;
+  if (p.base.input.data == sim::DataMode::REAL && p.base.input.sample_bytes <= 0)
+    p.base.input.sample_bytes = IMAGENET_MEAN_SAMPLE_BYTES;
   return p;
 }
 
@@ -634,7 +643,8 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOp
                                      p.profile.model, device.name, device.mem_capacity_B / (1024.0 * 1024 * 1024), w,
                                      calibrate::describe(mem)));
     }
-    if (!s.point.trace_path.empty()) cache.put(run_point(p, s.workers.back(), 0, s.point.trace_path));
+    if (!s.point.fidelity.trace_path.empty())
+      cache.put(run_point(p, s.workers.back(), 0, s.point.fidelity.trace_path));
     std::vector<PointCache::Key> wanted;
     for (int w : s.workers) wanted.push_back(PointCache::key(p, w, 0));
     cache.run(wanted, progress);
@@ -642,7 +652,8 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOp
   } else {
     for (std::size_t i = 0; i < s.workers.size(); ++i) servers[i] = ps_for(s, i);
     // The last entry's point writes the trace: simulated on its own, then cached like the others.
-    if (!s.point.trace_path.empty()) cache.put(run_point(p, s.workers.back(), servers.back(), s.point.trace_path));
+    if (!s.point.fidelity.trace_path.empty())
+      cache.put(run_point(p, s.workers.back(), servers.back(), s.point.fidelity.trace_path));
     std::vector<PointCache::Key> wanted;
     for (std::size_t i = 0; i < s.workers.size(); ++i) wanted.push_back(PointCache::key(p, s.workers[i], servers[i]));
     if (!one_listed) wanted.push_back(PointCache::key(p, 1, baseline_servers));
@@ -656,18 +667,18 @@ std::vector<sim::PointResult> predict_checked(const Scenario& s, const PredictOp
     if (r.workers == 1) baseline = r;
   if (!baseline) baseline = cache.at(1, baseline_servers);
   // A search writes the trace by one more run of the count it chose (its candidates wrote none).
-  if (search && !s.point.trace_path.empty())
-    out.back() = run_point(p, s.workers.back(), servers.back(), s.point.trace_path);
+  if (search && !s.point.fidelity.trace_path.empty())
+    out.back() = run_point(p, s.workers.back(), servers.back(), s.point.fidelity.trace_path);
 
   const double one = baseline->throughput;
   ExplainContext context;
   context.parameter_servers = ps;
-  context.batch_input_bytes = p.profile.batch * p.base.sample_bytes;
+  context.batch_input_bytes = p.profile.batch * p.base.input.sample_bytes;
   context.network = p.platform.network.technology;
   context.device = p.profile.device;
-  context.dedicated_servers = ps && p.base.ps_placement == sim::PsPlacement::DEDICATED;
+  context.dedicated_servers = ps && p.base.ps.placement == sim::PsPlacement::DEDICATED;
   context.single_node = sim::single_node_only(p.base.strategy);
-  context.fusion_bytes = p.base.fusion_bytes;
+  context.fusion_bytes = p.base.runtime.fusion_bytes;
   context.baseline = baseline;
   context.baseline->efficiency = 1;
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -691,8 +702,13 @@ ComputeSource compute_source(const Scenario& s) {
   try {
     check_scenario(s);
     const Prepared p = prepare(s);
-    return {s.point.framework.calibration, p.profile.calibration_backend, p.profile.coverage, p.profile.model,
-            p.profile.device, p.profile.batch, calibrate::describe_sources(p.profile)};
+    return {s.point.runtime.framework.calibration,
+            p.profile.calibration_backend,
+            p.profile.coverage,
+            p.profile.model,
+            p.profile.device,
+            p.profile.batch,
+            calibrate::describe_sources(p.profile)};
   } catch (const InputError& e) {
     rethrow_for_file(s, e);
   }

@@ -39,7 +39,7 @@ PointOutcome predict_point(const SweepPoint& point, const yaml::Origin& origin) 
   outcome.labels["platform"] = platform_label(scenario.platform);  // its name:, not the file path
   outcome.labels["strategy"] = sim::to_string(scenario.point.strategy);
   outcome.labels["batch"] = std::to_string(scenario.batch);
-  outcome.labels["data"] = scenario.point.data == sim::DataMode::REAL ? "real" : "synthetic";
+  outcome.labels["data"] = scenario.point.input.data == sim::DataMode::REAL ? "real" : "synthetic";
   outcome.rows = predict_scenario(scenario);
   return outcome;
 }

@@ -166,11 +166,11 @@ CommResult simulate_comm(const platforms::Platform& platform, const CommRequest&
     point.workers = request.workers;
     point.workers_per_node = layout.workers_per_node;
     point.strategy = strategy_by_name("ps", "--pattern");
-    point.ps_servers = request.ps_servers;
-    point.ps_placement = request.ps_placement;
-    point.ps_balance = PsBalance::ROUND_ROBIN;
-    point.iterations = 1;
-    point.comm_mode = request.mode;
+    point.ps.servers = request.ps_servers;
+    point.ps.placement = request.ps_placement;
+    point.ps.balance = PsBalance::ROUND_ROBIN;
+    point.fidelity.iterations = 1;
+    point.fidelity.comm_mode = request.mode;
     const auto res = simulate_training(platform, ps_alone_profile(request.bytes, request.ps_servers), point);
     r.time_s = res.iteration_time_s;
     r.flows = res.flows;

@@ -10,10 +10,11 @@ namespace dtsim::sim {
 
 LibraryResolution resolve_collective_library(const platforms::Platform& platform, const TrainingPoint& point) {
   // Precedence: the point (flag > scenario, merged by the caller) > framework > platform > default rule.
-  if (!point.collective_library.empty()) return {point.collective_library, "named"};
+  if (!point.runtime.collective_library.empty()) return {point.runtime.collective_library, "named"};
   const bool gpus = platform.has_gpus();
-  const std::string& framework_library = gpus ? point.framework.gpu_library : point.framework.cpu_library;
-  if (!framework_library.empty()) return {framework_library, "framework " + point.framework.name};
+  const std::string& framework_library =
+      gpus ? point.runtime.framework.gpu_library : point.runtime.framework.cpu_library;
+  if (!framework_library.empty()) return {framework_library, "framework " + point.runtime.framework.name};
   if (!platform.collective_library.empty()) {
     check_collective_library(platform.collective_library,
                              fmt::format("{}: platform field 'collective_library'", platform.collective_library_at));

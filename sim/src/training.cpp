@@ -84,12 +84,13 @@ class Replay final : public ReplayServices {
     // Per-layer buckets: TF pushes each variable's gradient as soon as it is produced. Horovod fuses, each
     // cycle, the tensors then ready: the plan's buckets are the tensors of about one cycle of backward and
     // the exchange merges the ready ones at each tick up to the fusion threshold.
-    const bool per_cycle = family.properties.fuses_ready_per_cycle && point.cycle_s > 0;
-    const double ddp_first_B = point.framework.ddp_first_bucket_bytes;
-    plan_ = family.properties.per_layer_buckets || ddp_first_B <= 0 || point.fusion_bytes <= 0
-                ? plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.fusion_bytes,
-                                 per_cycle ? point.cycle_s : 0.0)
-                : plan_iteration_ddp(profile, ddp_first_B, point.fusion_bytes);
+    const bool per_cycle = family.properties.fuses_ready_per_cycle && point.runtime.cycle_s > 0;
+    const double ddp_first_B = point.runtime.framework.ddp_first_bucket_bytes;
+    plan_ =
+        family.properties.per_layer_buckets || ddp_first_B <= 0 || point.runtime.fusion_bytes <= 0
+            ? plan_iteration(profile, family.properties.per_layer_buckets ? 0.0 : point.runtime.fusion_bytes,
+                             per_cycle ? point.runtime.cycle_s : 0.0)
+            : plan_iteration_ddp(profile, ddp_first_B, point.runtime.fusion_bytes);
     draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
                                                             // workers of equal compute times
     if (auto programs = given ? std::optional<StepPrograms>(*given)
@@ -102,7 +103,7 @@ class Replay final : public ReplayServices {
       if (!family.make) throw Failure(fmt::format("family '{}' has no exchange hooks (internal error)", family.name));
       exchange_ = family.make(*this, point.strategy);
     }
-    interferes_ = point.interference && platform.has_gpus();
+    interferes_ = point.fidelity.interference && platform.has_gpus();
     in_flight_.assign(static_cast<std::size_t>(workers_), 0);
     loads_.assign(static_cast<std::size_t>(workers_), -1);
     ranks_.resize(static_cast<std::size_t>(workers_));
@@ -112,15 +113,15 @@ class Replay final : public ReplayServices {
     nic_out_B_.assign(static_cast<std::size_t>(node_count), 0.0);
     ssd_.assign(static_cast<std::size_t>(layout.nodes), FifoResource{});
     rank0_.resize(static_cast<std::size_t>(iters_));
-    trace_first_ = iters_ - std::clamp(point.trace_iterations, 1, iters_);
-    if (!point.trace_path.empty()) {
+    trace_first_ = iters_ - std::clamp(point.fidelity.trace_iterations, 1, iters_);
+    if (!point.fidelity.trace_path.empty()) {
       setup_trace_tracks();
       world_.record_link_usage(true);
     }
   }
 
   void start() {
-    if (point_.data == DataMode::REAL)
+    if (point_.input.data == DataMode::REAL)
       for (int r = 0; r < workers_; ++r) kick_reader(r);
     for (int r = 0; r < workers_; ++r) start_iteration(r, 0);
   }
@@ -149,7 +150,7 @@ class Replay final : public ReplayServices {
       for (int r : ranks) factors_[static_cast<std::size_t>(it) * workers_ + r] = pace;
     }
   }
-  bool tracing(int it) const override { return !point_.trace_path.empty() && it >= trace_first_; }
+  bool tracing(int it) const override { return !point_.fidelity.trace_path.empty() && it >= trace_first_; }
   TraceRecorder& trace() override { return trace_; }
   void count_activity() override { ++activities_; }
 
@@ -343,7 +344,7 @@ class Replay final : public ReplayServices {
   void setup_trace_tracks() {
     for (int r = 0; r < workers_; ++r) {
       trace_.name_track(TraceRecorder::Group::WORKERS, r, fmt::format("worker {} (node {})", r, node_of_rank(r)));
-      if (point_.data == DataMode::REAL)
+      if (point_.input.data == DataMode::REAL)
         trace_.name_track(TraceRecorder::Group::INPUT, r, fmt::format("worker {} input", r));
     }
     if (exchange_) {
@@ -365,8 +366,9 @@ class Replay final : public ReplayServices {
     rs.start_s = world_.now();
     // A program with an input wait takes its batch there; other ranks wait for it before they start.
     const bool needs_input =
-        point_.data == DataMode::REAL &&
-        (exchange_ || !waits_input_[static_cast<std::size_t>(programs_.program_of[static_cast<std::size_t>(r)])]);
+        point_.input.data == DataMode::REAL &&
+        (exchange_ ||
+         !waits_input_[static_cast<std::size_t>(programs_.program_of[static_cast<std::size_t>(r)])]);
     rs.gate = (exchange_ ? exchange_->forward_gates(r, it) : 0) + (needs_input ? 1 : 0) + 1;  // +1 released below
     if (needs_input) need_input(r, [this, r, it] { release_gate(r, it); });
     if (exchange_) exchange_->iteration_start(r, it);
@@ -487,7 +489,7 @@ class Replay final : public ReplayServices {
         world_.after(t.seconds, [this, r, i] { task_done(r, i); });
         break;
       case TaskKind::INPUT:
-        if (point_.data == DataMode::REAL) {
+        if (point_.input.data == DataMode::REAL) {
           need_input(r, [this, r, i] { task_done(r, i); });
         } else {
           task_done(r, i);
@@ -530,7 +532,7 @@ class Replay final : public ReplayServices {
     switch (role.kind) {
       case RoleKind::RANK: return {world_.worker_host(r), n};
       case RoleKind::SERVER:
-        if (point_.ps_placement == PsPlacement::DEDICATED)
+        if (point_.ps.placement == PsPlacement::DEDICATED)
           return {world_.dedicated_ps_host(role.index), layout_.nodes + role.index};
         return {world_.node_host(role.index % layout_.nodes), role.index % layout_.nodes};
       case RoleKind::NODE_HOST: return {world_.node_host(n), n};
@@ -632,7 +634,7 @@ class Replay final : public ReplayServices {
     const double t0 = world_.now();
     ++activities_;
     start_library_collective(
-        world_, *library_, c.operation, call, group.ranks, forced_, point_.comm_mode,
+        world_, *library_, c.operation, call, group.ranks, forced_, point_.fidelity.comm_mode,
         [this, key, t0] {
           auto& p = inline_prices_[key];
           p.seconds = world_.now() - t0;
@@ -737,8 +739,8 @@ class Replay final : public ReplayServices {
           }
         };
     if (!kernels) {
-      start_collective(world_, collective_by_name(t.operation, t.algorithm, "step program"), group.ranks, t.bytes,
-                       point_.comm_mode, std::move(finish));
+      start_collective(world_, collective_by_name(t.operation, t.algorithm, "step program"), group.ranks,
+                       t.bytes, point_.fidelity.comm_mode, std::move(finish));
       return;
     }
     // A priced collective (Task::priced) of a kind already measured waits its measured duration.
@@ -751,7 +753,7 @@ class Replay final : public ReplayServices {
       }
     }
     start_library_collective(
-        world_, *library_, t.operation, call, group.ranks, forced_, point_.comm_mode,
+        world_, *library_, t.operation, call, group.ranks, forced_, point_.fidelity.comm_mode,
         [this, key, t0, finish = std::move(finish)] {
           if (!key.empty()) collective_prices_[key] = world_.now() - t0;
           finish();
@@ -817,7 +819,7 @@ class Replay final : public ReplayServices {
 
   void kick_reader(int r) {
     auto& rs = ranks_[static_cast<std::size_t>(r)];
-    if (rs.reading || rs.batches_read - rs.batches_consumed >= point_.prefetch_depth) return;
+    if (rs.reading || rs.batches_read - rs.batches_consumed >= point_.input.prefetch_depth) return;
     if (rs.batches_read >= iters_) return;  // nothing more will be consumed
     rs.reading = true;
     const int batch_index = rs.batches_read;
@@ -826,8 +828,8 @@ class Replay final : public ReplayServices {
       s.reading = false;
       ++s.batches_read;
       if (tracing(batch_index))
-        trace_.add(TraceRecorder::Group::INPUT, r, fmt::format("read batch {}", batch_index), "io", t0, world_.now(),
-                   {{"bytes", profile_.batch * point_.sample_bytes}});
+        trace_.add(TraceRecorder::Group::INPUT, r, fmt::format("read batch {}", batch_index), "io", t0,
+                   world_.now(), {{"bytes", profile_.batch * point_.input.sample_bytes}});
       if (s.waiting_input) {
         const double stall = world_.now() - s.stall_start_s;
         if (r == 0) {
@@ -848,11 +850,11 @@ class Replay final : public ReplayServices {
   // Reads one batch: metadata (shared FIFO), data (parallel FS flow or the node's SSD), then host
   // preprocessing.
   void read_batch(int r, Callback done) {
-    const double bytes = profile_.batch * point_.sample_bytes;
+    const double bytes = profile_.batch * point_.input.sample_bytes;
     const int n = node_of_rank(r);
     const auto& storage = platform_.storage;
     auto preprocess = [this, done = std::move(done)] {
-      const double s = profile_.batch * point_.preprocess_s_per_sample;
+      const double s = profile_.batch * point_.input.preprocess_s_per_sample;
       if (s > 0) {
         ++activities_;
         world_.after(s, done);
@@ -873,7 +875,9 @@ class Replay final : public ReplayServices {
     }
     // Parallel FS: file opens are served by one metadata service shared by every node.
     const double meta_s =
-        storage.metadata_ops_per_s > 0 ? profile_.batch * point_.metadata_ops_per_sample / storage.metadata_ops_per_s : 0;
+        storage.metadata_ops_per_s > 0
+            ? profile_.batch * point_.input.metadata_ops_per_sample / storage.metadata_ops_per_s
+            : 0;
     ++activities_;
     fifo(metadata_, meta_s, fetch);
   }
@@ -1120,9 +1124,9 @@ PointResult simulate(const platforms::Platform& platform, const calibrate::Compu
       PointResult res = replay.result();
       res.flows = world.flows_started();
       res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-      if (!point.trace_path.empty()) {
+      if (!point.fidelity.trace_path.empty()) {
         replay.finish_trace();
-        replay.trace_recorder().write(point.trace_path);
+        replay.trace_recorder().write(point.fidelity.trace_path);
       }
       return to_json(res).dump();
     });
@@ -1135,7 +1139,8 @@ PointResult simulate(const platforms::Platform& platform, const calibrate::Compu
         "cannot simulate {} workers, strategy {}{} on {}: {}; likely cause: SimGrid's max-min solver lost "
         "precision with this many concurrent flows (try comm_mode: coarse; docs/simgrid-notes.md)",
         point.workers, point.strategy.name(),
-        uses_servers(point.strategy) ? fmt::format(", {} servers", point.ps_servers) : "", platform.name, what));
+        uses_servers(point.strategy) ? fmt::format(", {} servers", point.ps.servers) : "", platform.name,
+        what));
   }
   return point_result_from_json(nlohmann::json::parse(text));
 }

@@ -23,10 +23,10 @@ bool finite_non_negative(double x) { return std::isfinite(x) && x >= 0; }
 }  // namespace
 
 int resolved_iterations(const TrainingPoint& point) {
-  if (point.iterations > 0) return point.iterations;
+  if (point.fidelity.iterations > 0) return point.fidelity.iterations;
   const int by_strategy = asynchronous(point.strategy) ? ASYNC_ITERATIONS : SYNC_ITERATIONS;
-  if (point.trace_path.empty()) return by_strategy;
-  return std::max(by_strategy, std::clamp(point.trace_iterations, 0, MAX_ITERATIONS - 1) + 1);
+  if (point.fidelity.trace_path.empty()) return by_strategy;
+  return std::max(by_strategy, std::clamp(point.fidelity.trace_iterations, 0, MAX_ITERATIONS - 1) + 1);
 }
 
 int effective_workers_per_node(const platforms::Platform& platform, const TrainingPoint& point) {
@@ -47,26 +47,30 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
                                  platform.node.gpus, point.workers_per_node));
   if (profile.batch < 1) throw InputError(fmt::format("--batch: expected >= 1 sample per worker, got {}", profile.batch));
   if (profile.layers.empty()) throw InputError("compute profile: the model has no layers to simulate");
-  if (point.iterations < 0 || point.iterations > MAX_ITERATIONS)
-    throw InputError(fmt::format("--iterations: expected 1..{}, got {}", MAX_ITERATIONS, point.iterations));
+  if (point.fidelity.iterations < 0 || point.fidelity.iterations > MAX_ITERATIONS)
+    throw InputError(
+        fmt::format("--iterations: expected 1..{}, got {}", MAX_ITERATIONS, point.fidelity.iterations));
   // Traced: the named iterations, or by strategy as many as follow a warm-up within MAX_ITERATIONS.
-  const int most_traced = point.iterations > 0 ? point.iterations : MAX_ITERATIONS - 1;
-  if (!point.trace_path.empty() && (point.trace_iterations < 1 || point.trace_iterations > most_traced))
+  const int most_traced = point.fidelity.iterations > 0 ? point.fidelity.iterations : MAX_ITERATIONS - 1;
+  if (!point.fidelity.trace_path.empty() &&
+      (point.fidelity.trace_iterations < 1 || point.fidelity.trace_iterations > most_traced))
     throw InputError(fmt::format("--trace-iterations: expected 1..{} (the simulated iterations{}), got {}",
-                                 most_traced, point.iterations > 0 ? "" : ", after a warm-up one",
-                                 point.trace_iterations));
-  if (!finite_non_negative(point.fusion_bytes))
-    throw InputError(fmt::format("--fusion-mb: expected >= 0, got {} bytes", point.fusion_bytes));
-  if (!finite_non_negative(point.cycle_s) || point.cycle_s > MAX_CYCLE_S)
-    throw InputError(fmt::format("--cycle-ms: expected 0..{} ms, got {}", MAX_CYCLE_S * 1e3, point.cycle_s * 1e3));
+                                 most_traced, point.fidelity.iterations > 0 ? "" : ", after a warm-up one",
+                                 point.fidelity.trace_iterations));
+  if (!finite_non_negative(point.runtime.fusion_bytes))
+    throw InputError(fmt::format("--fusion-mb: expected >= 0, got {} bytes", point.runtime.fusion_bytes));
+  if (!finite_non_negative(point.runtime.cycle_s) || point.runtime.cycle_s > MAX_CYCLE_S)
+    throw InputError(
+        fmt::format("--cycle-ms: expected 0..{} ms, got {}", MAX_CYCLE_S * 1e3, point.runtime.cycle_s * 1e3));
   const bool ps = uses_servers(point.strategy);
-  if (ps && (point.ps_servers < 1 || point.ps_servers > MAX_WORKERS))
-    throw InputError(fmt::format("--ps: expected 1..{} parameter servers, got {}", MAX_WORKERS, point.ps_servers));
+  if (ps && (point.ps.servers < 1 || point.ps.servers > MAX_WORKERS))
+    throw InputError(
+        fmt::format("--ps: expected 1..{} parameter servers, got {}", MAX_WORKERS, point.ps.servers));
 
   Layout layout;
   layout.workers_per_node = effective_workers_per_node(platform, point);
   layout.nodes = (point.workers + layout.workers_per_node - 1) / layout.workers_per_node;
-  layout.dedicated_ps_nodes = ps && point.ps_placement == PsPlacement::DEDICATED ? point.ps_servers : 0;
+  layout.dedicated_ps_nodes = ps && point.ps.placement == PsPlacement::DEDICATED ? point.ps.servers : 0;
   if (static_cast<long long>(layout.nodes) + layout.dedicated_ps_nodes > platform.nodes)
     throw InputError(fmt::format(
         "--workers: {} workers at {} per node need {} nodes{} but platform '{}' has {}", point.workers,
@@ -76,21 +80,26 @@ Layout check_training_point(const platforms::Platform& platform, const calibrate
   if (single_node_only(point.strategy) && layout.nodes > 1)
     throw InputError(fmt::format("--strategy {}: {} workers do not fit on one node of '{}' ({} per node)",
                                  point.strategy.name(), point.workers, pname, layout.workers_per_node));
-  if (point.data == DataMode::REAL) {
+  if (point.input.data == DataMode::REAL) {
     if (platform.storage.kind == platforms::StorageKind::NONE)
       throw InputError(fmt::format("--data real: platform '{}' describes no storage; use --data synthetic", pname));
     if (!(platform.storage.read_bandwidth_Bps > 0))
       throw InputError(fmt::format("--data real: platform '{}' storage read bandwidth must be > 0", pname));
-    if (!std::isfinite(point.sample_bytes) || point.sample_bytes <= 0)
-      throw InputError(fmt::format("sample_bytes: expected > 0 bytes per sample for real data, got {}", point.sample_bytes));
-    if (point.prefetch_depth < 1 || point.prefetch_depth > MAX_PREFETCH)
-      throw InputError(fmt::format("prefetch_depth: expected 1..{}, got {}", MAX_PREFETCH, point.prefetch_depth));
-    if (!finite_non_negative(point.metadata_ops_per_sample) || !finite_non_negative(point.preprocess_s_per_sample))
+    if (!std::isfinite(point.input.sample_bytes) || point.input.sample_bytes <= 0)
+      throw InputError(fmt::format("sample_bytes: expected > 0 bytes per sample for real data, got {}",
+                                   point.input.sample_bytes));
+    if (point.input.prefetch_depth < 1 || point.input.prefetch_depth > MAX_PREFETCH)
+      throw InputError(
+          fmt::format("prefetch_depth: expected 1..{}, got {}", MAX_PREFETCH, point.input.prefetch_depth));
+    if (!finite_non_negative(point.input.metadata_ops_per_sample) ||
+        !finite_non_negative(point.input.preprocess_s_per_sample))
       throw InputError("metadata_ops_per_sample and preprocess_s_per_sample must be >= 0");
   }
-  if (!finite_non_negative(point.input_bytes_per_sample) || !finite_non_negative(point.output_bytes_per_sample))
+  if (!finite_non_negative(point.input.scattered_bytes_per_sample) ||
+      !finite_non_negative(point.input.gathered_bytes_per_sample))
     throw InputError("input/output bytes per sample must be >= 0");
-  if (!point.collective_library.empty()) check_collective_library(point.collective_library, "collective_library");
+  if (!point.runtime.collective_library.empty())
+    check_collective_library(point.runtime.collective_library, "collective_library");
   (void)resolve_collective_library(platform, point);  // an unknown platform or framework value fails here
   const auto& v = point.variability;
   if (v.device_cv != DEVICE_CV_BY_CLASS && (!finite_non_negative(v.device_cv) || v.device_cv > MAX_JITTER_CV))

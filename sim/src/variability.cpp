@@ -34,7 +34,7 @@ double integrate_max(int n, double cv, int m, G g) {
 
 TrainingPoint default_training_point() {
   TrainingPoint p;
-  p.collective_library.clear();
+  p.runtime.collective_library.clear();
   p.variability.device_cv = DEVICE_CV_BY_CLASS;
   return p;
 }

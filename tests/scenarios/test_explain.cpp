@@ -52,7 +52,7 @@ sim::TrainingPoint point(const std::string& strategy, int workers) {
   sim::TrainingPoint p;
   p.strategy = sim::strategy_by_name(strategy);
   p.workers = workers;
-  p.iterations = 3;
+  p.fidelity.iterations = 3;
   return p;
 }
 
@@ -61,8 +61,8 @@ scenarios::ExplainContext context(const sim::TrainingPoint& p, const platforms::
   c.parameter_servers = sim::uses_servers(p.strategy);
   c.network = plat.network.technology;
   c.device = "test-device";
-  c.dedicated_servers = p.ps_placement == sim::PsPlacement::DEDICATED;
-  c.fusion_bytes = p.fusion_bytes;
+  c.dedicated_servers = p.ps.placement == sim::PsPlacement::DEDICATED;
+  c.fusion_bytes = p.runtime.fusion_bytes;
   return c;
 }
 
@@ -88,7 +88,7 @@ TEST_CASE("scenarios::explain: one PS server on a slow network names its NIC and
           "[scenarios][explain]") {
   const auto plat = star(1.25e9);  // 10 GbE
   auto p = point("ps", 16);
-  p.ps_servers = 1;
+  p.ps.servers = 1;
   const auto r = sim::simulate_training(plat, profile(10, 0.1), p);
   const auto c = context(p, plat);
   const auto d = scenarios::diagnose(r, c);
@@ -114,7 +114,7 @@ TEST_CASE("scenarios::explain: one PS server on a slow network names its NIC and
   CHECK(text.find("more servers (1 now for 16 workers)") != std::string::npos);
   // With a server on every node, more servers no longer spread the load: dedicated servers or allreduce.
   p.workers = 4;
-  p.ps_servers = 4;
+  p.ps.servers = 4;
   auto plat4 = star(1.25e9, 4);
   const auto r4 = sim::simulate_training(plat4, profile(10, 0.1), p);
   const auto d4 = scenarios::diagnose(r4, context(p, plat4));
@@ -125,7 +125,7 @@ TEST_CASE("scenarios::explain: one PS server on a slow network names its NIC and
 TEST_CASE("scenarios::explain: a NIC-bound allreduce asks for a faster network", "[scenarios][explain]") {
   const auto plat = star(1e9);
   auto p = point("allreduce-ring", 8);
-  p.fusion_bytes = 1e9;  // one 40 MB bucket after backward: 70 MB per NIC per iteration at 1 GB/s
+  p.runtime.fusion_bytes = 1e9;  // one 40 MB bucket after backward: 70 MB per NIC per iteration at 1 GB/s
   const auto r = sim::simulate_training(plat, profile(10, 0.1), p);
   const auto c = context(p, plat);
   const auto d = scenarios::diagnose(r, c);
@@ -143,7 +143,7 @@ TEST_CASE("scenarios::explain: small buckets on a high-latency network ask for a
           "[scenarios][explain]") {
   const auto plat = star(100e9, 32, 2e-3);  // 2 ms per hop: latency dominates 4 MB messages
   auto p = point("allreduce-ring", 16);
-  p.fusion_bytes = 4e6;  // one bucket per layer
+  p.runtime.fusion_bytes = 4e6;  // one bucket per layer
   const auto r = sim::simulate_training(plat, profile(10, 0.1), p);
   const auto c = context(p, plat);
   const auto d = scenarios::diagnose(r, c);
@@ -156,9 +156,9 @@ TEST_CASE("scenarios::explain: an I/O-bound point names the input and faster sto
   plat.storage.kind = platforms::StorageKind::LOCAL_SSD;
   plat.storage.read_bandwidth_Bps = 1e8;
   auto p = point("allreduce-ring", 2);
-  p.data = sim::DataMode::REAL;
-  p.sample_bytes = 1e6;  // 32 MB per batch: 0.32 s at 100 MB/s against 0.031 s of compute
-  p.iterations = 4;
+  p.input.data = sim::DataMode::REAL;
+  p.input.sample_bytes = 1e6;  // 32 MB per batch: 0.32 s at 100 MB/s against 0.031 s of compute
+  p.fidelity.iterations = 4;
   const auto r = sim::simulate_training(plat, profile(10, 1), p);
   auto c = context(p, plat);
   c.batch_input_bytes = 32e6;
@@ -201,11 +201,11 @@ TEST_CASE("scenarios::explain: server counts that tie name the resource they sha
   const auto plat = star(1.25e9, 10);
   auto p = point("ps", 8);
   p.workers_per_node = 4;
-  p.ps_placement = sim::PsPlacement::DEDICATED;
+  p.ps.placement = sim::PsPlacement::DEDICATED;
   const auto c = context(p, plat);
   std::vector<sim::PointResult> tied;
   for (int servers : {5, 6, 8}) {
-    p.ps_servers = servers;
+    p.ps.servers = servers;
     tied.push_back(sim::simulate_training(plat, profile(10, 0.1), p));
   }
   for (const auto& r : tied) CHECK(r.throughput == Approx(tied[0].throughput).epsilon(1e-3));
@@ -219,7 +219,7 @@ TEST_CASE("scenarios::explain: server counts that tie name the resource they sha
   CHECK(paragraph.find(text) < paragraph.find(scenarios::advice_sentence(tied[0], scenarios::diagnose(tied[0], c), c)));
   CHECK(scenarios::ps_tie_sentence({tied[0]}, c, 1e-3).empty());
   // One server is limited by its own NIC (8 x 40 MB), not by the workers': the limits differ.
-  p.ps_servers = 1;
+  p.ps.servers = 1;
   const auto one = sim::simulate_training(plat, profile(10, 0.1), p);
   CHECK(scenarios::ps_tie_sentence({one, tied[0]}, c, 1e-3).find("their busiest resources differ (1 server: node ") !=
         std::string::npos);
@@ -236,12 +236,12 @@ TEST_CASE("scenarios::explain: the shard of the largest variable, applied by its
   auto prof = profile(10, 1.0);
   prof.layers[0].grad_bytes = 10 * LAYER_GRAD_BYTES;
   auto p = point("ps", 16);
-  p.ps_placement = sim::PsPlacement::DEDICATED;
-  p.ps_apply_s_per_B = 1e-3 / 1e6;
+  p.ps.placement = sim::PsPlacement::DEDICATED;
+  p.ps.apply_s_per_B = 1e-3 / 1e6;
   const auto c = context(p, plat);
   std::vector<sim::PointResult> tied;
   for (int servers : {2, 4, 8}) {
-    p.ps_servers = servers;
+    p.ps.servers = servers;
     tied.push_back(sim::simulate_training(plat, prof, p));
   }
   for (const auto& r : tied) CHECK(r.throughput == Approx(tied[0].throughput).epsilon(1e-3));

@@ -211,7 +211,7 @@ TEST_CASE("scenarios::Plan: each candidate's bound is at most its simulated iter
   // GPT-2 on 8 H100, a mix of tp, pp, vp, cp, ZeRO and recomputation.
   Scenario base = base_scenario("gpt2", "dgx-h100-superpod", 8, 16);
   base.seq_len = 256;
-  base.point.iterations = 2;
+  base.point.fidelity.iterations = 2;
   const auto candidate = [](int tp, int pp, int vp, int cp, int mb, int zero, const char* recompute) {
     PlanCandidate c;
     c.layout.tp = tp;
@@ -249,7 +249,7 @@ TEST_CASE("scenarios::Plan: each candidate's bound is at most its simulated iter
 TEST_CASE("scenarios::Plan: the pruned search ranks the same top N as simulating every layout") {
   Scenario base = base_scenario("gpt2", "dgx-h100-superpod", 8, 16);
   base.seq_len = 256;
-  base.point.iterations = 2;
+  base.point.fidelity.iterations = 2;
   PlanOptions options;
   options.space.max_micro_batch = 2;
   options.space.max_vp = 2;

@@ -41,8 +41,8 @@ inline TrainingPoint layout_point(int workers, ParallelLayout layout, int iterat
   TrainingPoint p;
   p.workers = workers;
   p.workers_per_node = 1;
-  p.iterations = iterations;
-  p.interference = interference;
+  p.fidelity.iterations = iterations;
+  p.fidelity.interference = interference;
   p.strategy = strategy_by_name("allreduce-ring");
   layout.samples_per_iteration = layout.micro_batches * (workers / layout.model_parallel());
   p.layout = layout;

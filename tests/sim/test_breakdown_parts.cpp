@@ -37,7 +37,7 @@ TEST_CASE("sim::Breakdown: a straggler factor of 2 on every step is half of rank
   sim::TrainingPoint p;
   p.strategy = sim::strategy_by_name("allreduce-ring");
   p.workers = 2;
-  p.iterations = 3;
+  p.fidelity.iterations = 3;
   p.variability.straggler_probability = 1;  // every worker, every iteration: exactly 2x
   p.variability.straggler_slowdown = 2;
   const auto r = sim::simulate_training(platforms::load_platform("ntua-vm"), uniform_profile(), p);  // CPU nodes
@@ -51,8 +51,9 @@ TEST_CASE("sim::Breakdown: on GPUs the compute overlapped with collectives is th
   p.strategy = sim::strategy_by_name("allreduce-ring");
   p.workers = 4;
   p.workers_per_node = 1;
-  p.iterations = 3;
-  p.fusion_bytes = 4e6;  // one bucket per layer: three of them overlap the backward of the layers before
+  p.fidelity.iterations = 3;
+  p.runtime.fusion_bytes =
+      4e6;  // one bucket per layer: three of them overlap the backward of the layers before
   const auto platform = platforms::load_platform("gtx1080ti-cluster");
   const auto r = sim::simulate_training(platform, uniform_profile(), p);
   CHECK(r.breakdown.compute_variability_s == Approx(0).margin(1e-9));  // no device spread in a TrainingPoint{}
@@ -60,7 +61,7 @@ TEST_CASE("sim::Breakdown: on GPUs the compute overlapped with collectives is th
   CHECK(r.breakdown.compute_s - r.breakdown.overlap_slowdown_s == Approx(KERNELS_S).epsilon(1e-6));
   // The slowdown is at most what OVERLAP_COMPUTE_SLOWDOWN makes of the overlappable backward (3 layers).
   CHECK(r.breakdown.overlap_slowdown_s <= 0.06 * (sim::OVERLAP_COMPUTE_SLOWDOWN - 1) + 1e-9);
-  p.interference = false;
+  p.fidelity.interference = false;
   CHECK(sim::simulate_training(platform, uniform_profile(), p).breakdown.overlap_slowdown_s ==
         Approx(0).margin(1e-9));
 }

@@ -233,7 +233,7 @@ platforms::Platform platform_with(bool gpus, const std::string& library) {
 TrainingPoint with_framework(const std::string& framework, const std::string& named = "") {
   TrainingPoint p = default_training_point();
   if (!framework.empty()) apply_framework(p, framework_by_name(framework));
-  p.collective_library = named;
+  p.runtime.collective_library = named;
   return p;
 }
 }  // namespace
@@ -299,7 +299,7 @@ TEST_CASE("sim::CollectiveLibrary: CUDA-aware MPI and PS copies let a node's GPU
   REQUIRE(bdw.node.intra.p2p_level == platforms::P2pLevel::SWITCH);
   auto level_under = [&](const platforms::Platform& p, const std::string& library) {
     TrainingPoint point;
-    point.collective_library = library;
+    point.runtime.collective_library = library;
     return platform_for_library(p, point).node.intra.p2p_level;
   };
   CHECK(level_under(bdw, "nccl-2.7") == platforms::P2pLevel::SWITCH);

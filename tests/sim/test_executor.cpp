@@ -36,8 +36,8 @@ TrainingPoint point(int workers, const std::string& strategy = "allreduce-ring")
   p.workers = workers;
   p.workers_per_node = 1;
   p.strategy = strategy_by_name(strategy);
-  p.iterations = 2;
-  p.interference = false;
+  p.fidelity.iterations = 2;
+  p.fidelity.interference = false;
   return p;
 }
 
@@ -182,7 +182,7 @@ TEST_CASE("sim::Executor: flows to a server role and serves queued on its proces
   pr.rank_groups = {{}, {}};
   pr.rank_peers = {{}, {}};
   auto pt = point(2, "ps");
-  pt.ps_servers = 1;
+  pt.ps.servers = 1;
   const auto res = simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), pt, pr);
   CHECK(res.iteration_time_s == Approx(2 * serve_s).epsilon(1e-9));
   CHECK(res.inter_node_bytes == Approx(2 * bytes));
@@ -217,7 +217,7 @@ TEST_CASE("sim::Executor: a collective naming its algorithm runs as copies that 
     pr.rank_peers = {{}, {}};
     auto pt = point(2);
     pt.workers_per_node = 2;
-    pt.interference = true;
+    pt.fidelity.interference = true;
     return simulate_programs(plat, profile(), pt, pr);
   };
   const auto copies = run("binomial"), kernels = run("");

@@ -30,8 +30,8 @@ TrainingPoint single_node_point(int workers) {
   TrainingPoint p;
   p.workers = workers;
   p.strategy = strategy_by_name("data-parallel-single-node");
-  p.input_bytes_per_sample = 3 * 224 * 224 * 4;
-  p.output_bytes_per_sample = 4000;
+  p.input.scattered_bytes_per_sample = 3 * 224 * 224 * 4;
+  p.input.gathered_bytes_per_sample = 4000;
   return p;
 }
 }  // namespace
@@ -48,7 +48,8 @@ TEST_CASE("sim::Planners: nn.DataParallel moves every copy between device 0 and 
   REQUIRE(programs.ranks() == n);
   REQUIRE(programs.programs.size() == 2);  // device 0, and one program every other replica shares
   CHECK(programs.program_of == std::vector<int>{0, 1, 1, 1});
-  const double input_B = batch * point.input_bytes_per_sample, output_B = batch * point.output_bytes_per_sample;
+  const double input_B = batch * point.input.scattered_bytes_per_sample,
+               output_B = batch * point.input.gathered_bytes_per_sample;
 
   const auto& lead = programs.of(0);
   // Device 0: one input slice, one output gradient and one "update done" to each replica; one output and

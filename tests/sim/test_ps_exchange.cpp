@@ -63,9 +63,9 @@ sim::TrainingPoint point(const std::string& strategy, int workers, int servers, 
   sim::TrainingPoint p;
   p.strategy = sim::strategy_by_name(strategy);
   p.workers = workers;
-  p.ps_servers = servers;
-  p.comm_mode = mode;
-  p.iterations = iterations;
+  p.ps.servers = servers;
+  p.fidelity.comm_mode = mode;
+  p.fidelity.iterations = iterations;
   return p;
 }
 
@@ -143,9 +143,9 @@ int async_aware_fold(const std::string& strategy) { return strategy == "ps-async
 
 sim::TrainingPoint dedicated(const std::string& strategy, int workers, int servers, sim::CommMode mode, bool fold) {
   auto p = point(strategy, workers, servers, mode, 3);
-  p.ps_placement = sim::PsPlacement::DEDICATED;
-  p.ps_fold = fold;
-  if (strategy == "ps-async") p.ps_fold_max_flows = ASYNC_ROUTER_FOLD_BUDGET;
+  p.ps.placement = sim::PsPlacement::DEDICATED;
+  p.fidelity.ps_fold = fold;
+  if (strategy == "ps-async") p.fidelity.ps_fold_max_flows = ASYNC_ROUTER_FOLD_BUDGET;
   return p;
 }
 
@@ -158,10 +158,10 @@ FoldedAndPlain colocated_folded_and_plain(const platforms::Platform& plat, const
                                           const std::string& strategy, int workers, int servers,
                                           bool split_roles = false) {
   auto colocated = dedicated(strategy, workers, servers, sim::CommMode::COARSE, true);
-  colocated.ps_placement = sim::PsPlacement::COLOCATED;
-  colocated.ps_split_roles = split_roles;
+  colocated.ps.placement = sim::PsPlacement::COLOCATED;
+  colocated.fidelity.ps_split_roles = split_roles;
   auto plain = colocated;
-  plain.ps_fold = false;
+  plain.fidelity.ps_fold = false;
   return {sim::simulate_training(plat, prof, colocated), sim::simulate_training(plat, prof, plain)};
 }
 
@@ -214,7 +214,7 @@ TEST_CASE("sim::PsExchange: groups of switches folded with load-scaled links sta
     const int nodes = 64 / gpus;
     const auto exact = sim::simulate_training(plat, prof, dedicated(strategy, 64, 16, sim::CommMode::COARSE, true));
     auto budget = dedicated(strategy, 64, 16, sim::CommMode::COARSE, true);
-    budget.ps_fold_max_flows = 1;
+    budget.fidelity.ps_fold_max_flows = 1;
     const auto scaled = sim::simulate_training(plat, prof, budget);
     CHECK(scaled.throughput == Approx(exact.throughput).epsilon(0.03));
     CHECK(scaled.inter_node_bytes == Approx(exact.inter_node_bytes).epsilon(1e-9));
@@ -231,7 +231,7 @@ TEST_CASE("sim::PsExchange: a load-scaled fold is refused where links only some 
   const auto plat = dragonfly(1);
   const auto exact = sim::simulate_training(plat, prof, dedicated("ps", 64, 16, sim::CommMode::COARSE, true));
   auto budget = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
-  budget.ps_fold_max_flows = 1;
+  budget.fidelity.ps_fold_max_flows = 1;
   const auto refused = sim::simulate_training(plat, prof, budget);
   CHECK(refused.flows > exact.flows / 16);  // not one representative for all 64 nodes
   CHECK(refused.flows < exact.flows);       // a smaller grouping was accepted
@@ -281,10 +281,10 @@ TEST_CASE("sim::PsExchange: beyond the budget, split roles group server-less rou
   const auto prof = profile(48);
   const auto plat = dragonfly(1);
   auto exact = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
-  exact.ps_placement = sim::PsPlacement::COLOCATED;
-  exact.ps_split_roles = true;
+  exact.ps.placement = sim::PsPlacement::COLOCATED;
+  exact.fidelity.ps_split_roles = true;
   auto budget = exact;
-  budget.ps_fold_max_flows = 1;
+  budget.fidelity.ps_fold_max_flows = 1;
   const auto exact_r = sim::simulate_training(plat, prof, exact);
   const auto grouped_r = sim::simulate_training(plat, prof, budget);
   CHECK(grouped_r.flows < exact_r.flows);
@@ -318,14 +318,14 @@ TEST_CASE("sim::PsExchange: asynchronous workers on devices of their own speed f
   const auto plat = dragonfly(1);
   for (const auto placement : {sim::PsPlacement::DEDICATED, sim::PsPlacement::COLOCATED}) {
     auto spread = dedicated("ps-async", 64, 16, sim::CommMode::COARSE, true);
-    spread.ps_placement = placement;
+    spread.ps.placement = placement;
     spread.variability.device_cv = sim::GPU_DEVICE_CV;
-    spread.iterations = 6;
-    spread.ps_apply_s_per_B = 1e-11;
+    spread.fidelity.iterations = 6;
+    spread.ps.apply_s_per_B = 1e-11;
     auto plain = spread;
-    plain.ps_fold = false;
+    plain.fidelity.ps_fold = false;
     auto budget = spread;  // under the default budget: every worker simulated
-    budget.ps_fold_max_flows = sim::PS_FOLD_MAX_FLOWS;
+    budget.fidelity.ps_fold_max_flows = sim::PS_FOLD_MAX_FLOWS;
     const auto folded_r = sim::simulate_training(plat, prof, spread);
     const auto plain_r = sim::simulate_training(plat, prof, plain);
     INFO(sim::to_string(placement));
@@ -347,7 +347,7 @@ TEST_CASE("sim::PsExchange: workers with their own compute variation are not fol
   auto jitter = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
   jitter.variability.jitter_cv = 0.05;
   auto jitter_plain = jitter;
-  jitter_plain.ps_fold = false;
+  jitter_plain.fidelity.ps_fold = false;
   CHECK(sim::simulate_training(plat, prof, jitter).flows == sim::simulate_training(plat, prof, jitter_plain).flows);
 }
 
@@ -359,9 +359,9 @@ TEST_CASE("sim::PsExchange: beyond 128 asynchronous workers fold even under the 
   const auto plat = dragonfly(4);
   for (const int workers : {128, 192}) {
     auto p = dedicated("ps-async", workers, 1, sim::CommMode::COARSE, true);
-    p.ps_fold_max_flows = sim::PS_FOLD_MAX_FLOWS;
+    p.fidelity.ps_fold_max_flows = sim::PS_FOLD_MAX_FLOWS;
     auto plain = p;
-    plain.ps_fold = false;
+    plain.fidelity.ps_fold = false;
     const auto folded_r = sim::simulate_training(plat, prof, p);
     const auto plain_r = sim::simulate_training(plat, prof, plain);
     INFO(workers << " workers");

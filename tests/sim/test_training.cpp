@@ -71,7 +71,7 @@ sim::TrainingPoint point(sim::Strategy s, int workers) {
   sim::TrainingPoint p;
   p.strategy = s;
   p.workers = workers;
-  p.iterations = 3;
+  p.fidelity.iterations = 3;
   return p;
 }
 
@@ -98,7 +98,7 @@ TEST_CASE("sim::Training: infinite bandwidth gives efficiency 1", "[sim][trainin
                  S("ps"), S("ps-replicated")}) {
     auto p1 = point(s, 1);
     auto p8 = point(s, 8);
-    p1.ps_servers = p8.ps_servers = 4;  // the servers' share of the update is then the same
+    p1.ps.servers = p8.ps.servers = 4;  // the servers' share of the update is then the same
     const auto r1 = sim::simulate_training(plat, prof, p1);
     const auto r8 = sim::simulate_training(plat, prof, p8);
     INFO(sim::to_string(s));
@@ -110,8 +110,8 @@ TEST_CASE("sim::Training: without overlap the iteration is compute plus exchange
   const auto plat = star_platform(1e9);
   const auto prof = uniform_profile(10);
   auto p = point(S("allreduce-ring"), 4);
-  p.overlap = false;
-  p.fusion_bytes = 1e12;  // one bucket holding every gradient
+  p.runtime.overlap = false;
+  p.runtime.fusion_bytes = 1e12;  // one bucket holding every gradient
   const auto r = sim::simulate_training(plat, prof, p);
   sim::CommRequest req;
   req.pattern = "allreduce-ring";
@@ -122,8 +122,8 @@ TEST_CASE("sim::Training: without overlap the iteration is compute plus exchange
   CHECK(r.iteration_time_s == Approx(step_s(prof) + exchange_s).epsilon(0.01));
   CHECK(r.buckets == 1);
   // Overlapping per-layer buckets with the remaining backward is never slower here.
-  p.overlap = true;
-  p.fusion_bytes = 0;
+  p.runtime.overlap = true;
+  p.runtime.fusion_bytes = 0;
   const auto overlapped = sim::simulate_training(plat, prof, p);
   CHECK(overlapped.iteration_time_s < r.iteration_time_s);
   CHECK(overlapped.buckets == 10);
@@ -135,8 +135,8 @@ TEST_CASE("sim::Training: a PS strategy is limited by the busiest server NIC", "
   const auto prof = uniform_profile(10, 1e-4);  // compute negligible next to the exchange
   const int workers = 8;
   auto p = point(S("ps"), workers);
-  p.ps_servers = 1;
-  p.ps_placement = sim::PsPlacement::DEDICATED;
+  p.ps.servers = 1;
+  p.ps.placement = sim::PsPlacement::DEDICATED;
   const auto r = sim::simulate_training(plat, prof, p);
   // The server receives every worker's gradients, then sends every worker the parameters.
   const double model_B = 10.0 * LAYER_GRAD_BYTES;
@@ -145,7 +145,7 @@ TEST_CASE("sim::Training: a PS strategy is limited by the busiest server NIC", "
   CHECK(r.busiest_nic_server == 0);
   CHECK(r.busiest_nic_busy == Approx(0.5).epsilon(0.06));  // pushes in, then pulls out: half each way
   // Two servers split the variables evenly (greedy on bytes): the busiest NIC carries half.
-  p.ps_servers = 2;
+  p.ps.servers = 2;
   const auto r2 = sim::simulate_training(plat, prof, p);
   CHECK(r2.iteration_time_s == Approx(bound_s / 2).epsilon(0.05));
 }
@@ -161,7 +161,7 @@ TEST_CASE("sim::Training: a PS RPC layer adds its software time in series (close
   auto p = point(S("ps"), 1);
   const auto base = sim::simulate_training(plat, prof, p);
   CHECK(base.iteration_time_s == Approx(step_s(prof)).epsilon(1e-6));
-  p.ps_transport = "grpc";
+  p.ps.transport = "grpc";
   const auto grpc = sim::simulate_training(plat, prof, p);
   const auto& t = platforms::transport_by_name("grpc", platforms::TransportScope::RPC);
   REQUIRE(t.rpc_cost_s(1, LAYER_GRAD_BYTES) < LAYER_BWD_S);  // the earlier pushes are hidden
@@ -171,11 +171,11 @@ TEST_CASE("sim::Training: a PS RPC layer adds its software time in series (close
   const double expected = step_s(prof) + 2 * c + t.rpc_cost_s(layers, layers * double(LAYER_GRAD_BYTES)) +
                           t.rpc_cost_s(1, LAYER_GRAD_BYTES) + c;
   CHECK(grpc.iteration_time_s == Approx(expected).epsilon(1e-6));
-  p.ps_transport = "zeromq";
+  p.ps.transport = "zeromq";
   const auto zmq = sim::simulate_training(plat, prof, p);
   const auto& z = platforms::transport_by_name("zeromq", platforms::TransportScope::RPC);
   CHECK(zmq.iteration_time_s == Approx(step_s(prof) + z.rpc_cost_s(layers, 0) + z.rpc_cost_s(1, 0)).epsilon(1e-6));
-  p.ps_transport = "tcp";
+  p.ps.transport = "tcp";
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);
 }
 
@@ -194,18 +194,18 @@ TEST_CASE("sim::Training: parameter servers apply every push on their CPU, one a
     auto p = point(S("ps"), workers);
     const auto once = sim::simulate_training(plat, prof, p);
     CHECK(once.iteration_time_s == Approx(step_s(prof)).epsilon(1e-6));
-    p.ps_apply_s_per_B = a;
+    p.ps.apply_s_per_B = a;
     const auto applied = sim::simulate_training(plat, prof, p);
     CHECK(applied.iteration_time_s == Approx(step_s(prof) - UPDATE_S + workers * LAYER_GRAD_BYTES * a).epsilon(1e-6));
   }
   auto q = point(S("ps-async"), 4);
-  q.ps_apply_s_per_B = a;
+  q.ps.apply_s_per_B = a;
   const auto async = sim::simulate_training(plat, prof, q);
   // Every worker's iteration ends when its own last push is applied: on average (1 + 4) / 2 applies in.
   CHECK(async.iteration_time_s <= step_s(prof) - UPDATE_S + 4 * LAYER_GRAD_BYTES * a + 1e-9);
   CHECK(async.iteration_time_s >= step_s(prof) - UPDATE_S + LAYER_GRAD_BYTES * a - 1e-9);
   auto bad = point(S("ps"), 2);
-  bad.ps_apply_s_per_B = -1;
+  bad.ps.apply_s_per_B = -1;
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, bad), InputError);
 }
 
@@ -224,10 +224,10 @@ TEST_CASE("sim::Training: a collective overlapped with backward slows that compu
   for (const auto& c : {Case{star_platform(8e9, 2, 1), "allreduce-ring"}, Case{star_platform(8e9, 1, 2), "allreduce-hier"}}) {
     INFO(c.strategy);
     auto q = point(S(c.strategy), 2);
-    q.fusion_bytes = 0;
-    q.interference = false;
+    q.runtime.fusion_bytes = 0;
+    q.fidelity.interference = false;
     const auto off = sim::simulate_training(c.plat, prof, q);
-    q.interference = true;
+    q.fidelity.interference = true;
     const auto on = sim::simulate_training(c.plat, prof, q);
     sim::CommRequest req;
     req.pattern = c.strategy;
@@ -240,12 +240,12 @@ TEST_CASE("sim::Training: a collective overlapped with backward slows that compu
           Approx(collective_s * (1 - 1 / sim::OVERLAP_COMPUTE_SLOWDOWN)).epsilon(1e-3));
   }
   auto p = point(S("allreduce-ring"), 2);
-  p.fusion_bytes = 0;
-  p.interference = true;
+  p.runtime.fusion_bytes = 0;
+  p.fidelity.interference = true;
   // CPU workers: no GPU kernels to share, nothing changes.
   const auto cpu = star_platform(8e9, 2, 0);
   const auto cpu_on = sim::simulate_training(cpu, prof, p);
-  p.interference = false;
+  p.fidelity.interference = false;
   CHECK(sim::simulate_training(cpu, prof, p).iteration_time_s == Approx(cpu_on.iteration_time_s).epsilon(1e-12));
 }
 
@@ -253,7 +253,7 @@ TEST_CASE("sim::Training: ps-replicated sends 1/8 of ps inter-node bytes on 8-GP
   const auto plat = star_platform(10e9, 8, 8);
   const auto prof = uniform_profile(12);
   auto p = point(S("ps"), 32);
-  p.ps_servers = 4;
+  p.ps.servers = 4;
   const auto ps = sim::simulate_training(plat, prof, p);
   p.strategy = S("ps-replicated");
   const auto rep = sim::simulate_training(plat, prof, p);
@@ -269,7 +269,7 @@ TEST_CASE("sim::Training: more bandwidth is never slower", "[sim][training]") {
     double previous = 0;
     for (double bw : {1e8, 1e9, 1e10, 1e11}) {
       auto p = point(s, 8);
-      p.ps_servers = 2;
+      p.ps.servers = 2;
       const double thr = sim::simulate_training(star_platform(bw), prof, p).throughput;
       INFO(sim::to_string(s) << " at " << bw << " B/s");
       CHECK(thr >= previous * (1 - 1e-9));
@@ -300,10 +300,10 @@ TEST_CASE("sim::Training: Horovod cycle time delays exchanges to cycle ticks", "
   const auto plat = star_platform(1e18);
   const auto prof = uniform_profile(10);
   auto p = point(S("allreduce-ring"), 4);
-  p.fusion_bytes = 1e12;
-  p.overlap = false;
-  p.iterations = 1;
-  p.cycle_s = 0.1;  // the single exchange waits for the tick after backward (t = 0.03 s)
+  p.runtime.fusion_bytes = 1e12;
+  p.runtime.overlap = false;
+  p.fidelity.iterations = 1;
+  p.runtime.cycle_s = 0.1;  // the single exchange waits for the tick after backward (t = 0.03 s)
   const auto r = sim::simulate_training(plat, prof, p);
   CHECK(r.iteration_time_s == Approx(0.1 + UPDATE_S).epsilon(1e-3));
 }
@@ -315,13 +315,13 @@ TEST_CASE("sim::Training: Horovod fuses at each tick what is ready, so a large t
   const auto plat = star_platform(4e9, 2);
   const auto prof = uniform_profile(10);
   auto p = point(S("allreduce-ring"), 2);
-  p.fusion_bytes = 1e12;  // above the model: one bucket without a cycle
-  p.iterations = 2;
+  p.runtime.fusion_bytes = 1e12;  // above the model: one bucket without a cycle
+  p.fidelity.iterations = 2;
   const double fwd_bwd = 10 * (LAYER_FWD_S + LAYER_BWD_S);
   const auto whole = sim::simulate_training(plat, prof, p);
   // Without a cycle the one 40 MB bucket starts after backward: ~10 ms exposed.
   CHECK(whole.iteration_time_s > fwd_bwd + UPDATE_S + 9e-3);
-  p.cycle_s = 1e-4;
+  p.runtime.cycle_s = 1e-4;
   const auto hvd = sim::simulate_training(plat, prof, p);
   // With a 0.1 ms cycle each layer's gradient goes at the tick after it is ready: only the last
   // layer's ~1 ms allreduce (and a tick) is exposed.
@@ -338,11 +338,11 @@ TEST_CASE("sim::Training: Horovod on host buffers adds host fusion memcpys, copi
   plat.node.cpu = "xeon-e5-2680-v4";  // one core: 76.8 GB/s / 14 (platforms/devices.yaml)
   const auto prof = uniform_profile(10);
   auto p = point(S("allreduce-ring"), 2);
-  p.fusion_bytes = 1e12;
-  p.overlap = false;
-  p.iterations = 1;
-  p.framework.fusion_copies = true;
-  p.collective_library = "horovod-host-openmpi-4.0";
+  p.runtime.fusion_bytes = 1e12;
+  p.runtime.overlap = false;
+  p.fidelity.iterations = 1;
+  p.runtime.framework.fusion_copies = true;
+  p.runtime.collective_library = "horovod-host-openmpi-4.0";
   const double core_Bps = 76.8e9 / 14;
   const double dma_Bps = plat.node.intra.link_bandwidth_Bps *
                          platforms::transport_by_name("pcie", platforms::TransportScope::INTRA_NODE).link_efficiency;
@@ -355,11 +355,11 @@ TEST_CASE("sim::Training: Horovod on host buffers adds host fusion memcpys, copi
   CHECK(r.iteration_time_s == Approx(fwd_bwd + 2 * fusion + staging + ring + reduce + UPDATE_S).epsilon(1e-3));
   // The host collective runs no GPU kernel: a bucket reduced under the backward does not slow it.
   auto q = point(S("allreduce-ring"), 2);
-  q.fusion_bytes = 0;
-  q.collective_library = "horovod-host-openmpi-4.0";
-  q.interference = false;
+  q.runtime.fusion_bytes = 0;
+  q.runtime.collective_library = "horovod-host-openmpi-4.0";
+  q.fidelity.interference = false;
   const auto off = sim::simulate_training(plat, uniform_profile(2), q);
-  q.interference = true;
+  q.fidelity.interference = true;
   CHECK(sim::simulate_training(plat, uniform_profile(2), q).iteration_time_s ==
         Approx(off.iteration_time_s).epsilon(1e-12));
 }
@@ -370,13 +370,13 @@ TEST_CASE("sim::Training: real data stalls when storage is slower than compute",
   plat.storage.read_bandwidth_Bps = 1e8;
   const auto prof = uniform_profile(10);  // 0.031 s per iteration
   auto p = point(S("allreduce-ring"), 2);
-  p.data = sim::DataMode::REAL;
-  p.sample_bytes = 1e6;  // 32 MB per batch: 0.32 s at 100 MB/s
-  p.iterations = 4;
+  p.input.data = sim::DataMode::REAL;
+  p.input.sample_bytes = 1e6;  // 32 MB per batch: 0.32 s at 100 MB/s
+  p.fidelity.iterations = 4;
   const auto r = sim::simulate_training(plat, prof, p);
   CHECK(r.iteration_time_s == Approx(0.32).epsilon(0.02));
   CHECK(r.breakdown.io_stall_s > 0.25);
-  p.sample_bytes = 1e3;  // fast storage: prefetching hides the reads
+  p.input.sample_bytes = 1e3;  // fast storage: prefetching hides the reads
   const auto fast = sim::simulate_training(plat, prof, p);
   CHECK(fast.breakdown.io_stall_s == Approx(0).margin(1e-6));
 }
@@ -385,8 +385,8 @@ TEST_CASE("sim::Training: data-parallel-single-node gathers on device 0", "[sim]
   const auto plat = star_platform(10e9, 1, 8);
   const auto prof = uniform_profile(10);
   auto p = point(S("data-parallel-single-node"), 8);
-  p.input_bytes_per_sample = 3 * 224 * 224 * 4;
-  p.output_bytes_per_sample = 4000;
+  p.input.scattered_bytes_per_sample = 3 * 224 * 224 * 4;
+  p.input.gathered_bytes_per_sample = 4000;
   const auto r8 = sim::simulate_training(plat, prof, p);
   const auto r1 = sim::simulate_training(plat, prof, point(S("data-parallel-single-node"), 1));
   CHECK(r8.throughput > r1.throughput);
@@ -454,10 +454,10 @@ TEST_CASE("sim::Training: the trace nests, names buckets and layers, and counts 
   const std::string path = "/tmp/dtsim_test_training_trace.json";
   for (auto s : {S("allreduce-ring"), S("ps")}) {
     auto p = point(s, 8);
-    p.ps_servers = 2;
-    p.trace_path = path;
-    p.trace_iterations = 2;
-    p.fusion_bytes = 8e6;
+    p.ps.servers = 2;
+    p.fidelity.trace_path = path;
+    p.fidelity.trace_iterations = 2;
+    p.runtime.fusion_bytes = 8e6;
     sim::simulate_training(plat, prof, p);
     std::ifstream in(path);
     REQUIRE(in);
@@ -498,8 +498,8 @@ TEST_CASE("sim::Training: measured resources name the PS server's NIC at line ra
   const auto plat = star_platform(1e9);
   const auto prof = uniform_profile(10, 1e-4);  // compute negligible next to the exchange
   auto p = point(S("ps"), 8);
-  p.ps_servers = 1;
-  p.ps_placement = sim::PsPlacement::DEDICATED;
+  p.ps.servers = 1;
+  p.ps.placement = sim::PsPlacement::DEDICATED;
   const auto r = sim::simulate_training(plat, prof, p);
   REQUIRE(!r.resources.empty());
   const auto& top = r.resources.front();
@@ -527,7 +527,7 @@ TEST_CASE("sim::Training: measured NIC utilisation of a ring allreduce matches i
   for (const int n : {8, 96}) {
     INFO(n << " workers");
     auto p = point(S("allreduce-ring"), n);
-    p.fusion_bytes = 1e9;  // one bucket
+    p.runtime.fusion_bytes = 1e9;  // one bucket
     const auto r = sim::simulate_training(plat, prof, p);
     REQUIRE(!r.resources.empty());
     // Every NIC sends and receives 2(n-1)/n x S per iteration, whatever the workers per node.
@@ -545,7 +545,7 @@ TEST_CASE("sim::Training: a coarse tree solved in closed form gives the iteratio
   const auto plat = test_platforms::gpu_fat_tree(96, 1);
   const auto prof = uniform_profile(10, 1e-3);
   auto p = point(S("allreduce-tree"), 96);
-  p.fusion_bytes = 2.5 * LAYER_GRAD_BYTES;  // buckets of a few layers, overlapped with backward
+  p.runtime.fusion_bytes = 2.5 * LAYER_GRAD_BYTES;  // buckets of a few layers, overlapped with backward
   sim::World::allow_solving_together(false);
   const auto flows = sim::simulate_training(plat, prof, p);
   sim::World::allow_solving_together(true);
@@ -563,15 +563,15 @@ TEST_CASE("sim::Training: impossible set-ups are input errors", "[sim][training]
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, point(S("allreduce-ring"), 5)), InputError);
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, point(S("allreduce-ring"), 0)), InputError);
   auto p = point(S("ps"), 4);
-  p.ps_servers = 1;
-  p.ps_placement = sim::PsPlacement::DEDICATED;  // 4 worker nodes + 1 server node > 4
+  p.ps.servers = 1;
+  p.ps.placement = sim::PsPlacement::DEDICATED;  // 4 worker nodes + 1 server node > 4
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);
   p = point(S("allreduce-ring"), 2);
-  p.fusion_bytes = -1;
+  p.runtime.fusion_bytes = -1;
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);
   p = point(S("allreduce-ring"), 2);
-  p.data = sim::DataMode::REAL;
-  p.sample_bytes = 1000;
+  p.input.data = sim::DataMode::REAL;
+  p.input.sample_bytes = 1000;
   CHECK_THROWS_AS(sim::simulate_training(plat, prof, p), InputError);  // no storage on this platform
   auto zero_batch = prof;
   zero_batch.batch = 0;
@@ -589,15 +589,15 @@ TEST_CASE("sim::Training: a point that names no iteration count gets its strateg
   CHECK(sim::resolved_iterations(p) == sim::SYNC_ITERATIONS);
   p.strategy = sim::strategy_by_name("ps-async");
   CHECK(sim::resolved_iterations(p) == sim::ASYNC_ITERATIONS);
-  p.trace_path = "t.json";
-  p.trace_iterations = sim::ASYNC_ITERATIONS;  // the traced ones follow a warm-up iteration
+  p.fidelity.trace_path = "t.json";
+  p.fidelity.trace_iterations = sim::ASYNC_ITERATIONS;  // the traced ones follow a warm-up iteration
   CHECK(sim::resolved_iterations(p) == sim::ASYNC_ITERATIONS + 1);
-  p.iterations = 4;  // named: kept
+  p.fidelity.iterations = 4;  // named: kept
   CHECK(sim::resolved_iterations(p) == 4);
   // By strategy, the traced iterations and their warm-up stay within the iteration bound (1,000), and
   // the error names that bound, not a count past it.
-  p.iterations = 0;
-  p.trace_iterations = std::numeric_limits<int>::max();
+  p.fidelity.iterations = 0;
+  p.fidelity.trace_iterations = std::numeric_limits<int>::max();
   CHECK(sim::resolved_iterations(p) == 1000);
   p.workers = 1;
   try {
@@ -612,10 +612,10 @@ TEST_CASE("sim::Training: a point that names no iteration count gets its strateg
   sim::TrainingPoint async;
   async.strategy = sim::strategy_by_name("ps-async");
   async.workers = 2;
-  async.ps_servers = 1;
-  async.iterations = 1;
+  async.ps.servers = 1;
+  async.fidelity.iterations = 1;
   const auto one = sim::simulate_training(plat, uniform_profile(4), async);
-  async.iterations = 0;
+  async.fidelity.iterations = 0;
   const auto by_strategy = sim::simulate_training(plat, uniform_profile(4), async);
   CHECK(one.flows > 0);
   CHECK(by_strategy.flows == one.flows * sim::ASYNC_ITERATIONS);  // every iteration moves the same flows
@@ -628,7 +628,7 @@ TEST_CASE("sim::Training: the breakdown is the mean of the measured iterations, 
   const auto plat = star_platform(1e9);
   const auto prof = uniform_profile(10);
   auto p = point(S("allreduce-ring"), 8);
-  p.iterations = 8;
+  p.fidelity.iterations = 8;
   p.variability.straggler_probability = 0.1;
   p.variability.straggler_slowdown = 3;
   p.variability.seed = 7;

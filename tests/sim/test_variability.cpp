@@ -72,8 +72,8 @@ TEST_CASE("sim::Variability: synchronous training pays the expected maximum over
   sim::TrainingPoint p;
   p.strategy = sim::strategy_by_name("allreduce-ring");
   p.workers = 8;
-  p.overlap = false;
-  p.iterations = 801;
+  p.runtime.overlap = false;
+  p.fidelity.iterations = 801;
   p.variability.jitter_cv = 0.2;
   p.variability.seed = 3;
   const auto r = sim::simulate_training(instant_network(8), prof, p);
@@ -119,8 +119,8 @@ TEST_CASE("sim::Variability: a persistent device spread makes every iteration wa
   sim::TrainingPoint p;
   p.strategy = sim::strategy_by_name("allreduce-ring");
   p.workers = WORKERS;
-  p.overlap = false;
-  p.iterations = 3;
+  p.runtime.overlap = false;
+  p.fidelity.iterations = 3;
   p.variability.device_cv = CV;
   // Over many device draws the slowest of 8 (device 0 at the mean, 7 drawn) averages to its expectation
   // (~1% standard error).

@@ -177,12 +177,12 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     const auto profile = calibrate::build_profile(model, device, po);
     sim::TrainingPoint point;
     if (row.ranks >= 2) sim::apply_framework(point, ddp);  // 1 process trains without the DDP wrapper
-    point.fusion_bytes = options.fusion_bytes;  // bucket_cap_mb as the trainer ran it
+    point.runtime.fusion_bytes = options.fusion_bytes;     // bucket_cap_mb as the trainer ran it
     point.workers = row.ranks;
     point.workers_per_node = row.ranks;
     point.strategy = sim::strategy_by_name("allreduce-ring");  // gloo's allreduce is a ring
-    point.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory slice
-    point.iterations = SIMULATED_ITERATIONS;
+    point.input.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory slice
+    point.fidelity.iterations = SIMULATED_ITERATIONS;
     const auto res = sim::simulate_training(platform, profile, point);
     set_prediction(row, profile, res,
                    fmt::format("{} calibration{}, coverage {:.0f}%, pytorch-ddp profile, link {:.2f} GB/s / {:.1f} us",

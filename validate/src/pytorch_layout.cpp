@@ -125,9 +125,10 @@ ValidationReport run_pytorch_layout_validation(const ValidateOptions& options, c
   point.workers = LAYOUT_PROCESSES;
   point.workers_per_node = LAYOUT_PROCESSES;
   point.strategy = sim::strategy_by_name("allreduce-ring");
-  point.collective_library = "gloo";  // torch.distributed's CPU backend: a ring, run on the worker's cores
-  point.data = sim::DataMode::SYNTHETIC;
-  point.iterations = SIMULATED_ITERATIONS;
+  point.runtime.collective_library =
+      "gloo";  // torch.distributed's CPU backend: a ring, run on the worker's cores
+  point.input.data = sim::DataMode::SYNTHETIC;
+  point.fidelity.iterations = SIMULATED_ITERATIONS;
   auto& L = point.layout;
   L.tp = tp ? LAYOUT_PROCESSES : 1;
   L.pp = tp ? 1 : LAYOUT_PROCESSES;

@@ -209,12 +209,12 @@ ValidationReport run_validation(const ValidateOptions& options) {
     point.workers = row.ranks;
     point.workers_per_node = row.ranks;
     point.strategy = sim::strategy_by_name(options.strategy == "ps" ? "ps" : "allreduce-ring");
-    point.ps_servers = 1;
-    point.ps_placement = sim::PsPlacement::COLOCATED;
-    point.fusion_bytes = options.fusion_bytes;
-    point.overlap = options.overlap;
-    point.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory copy
-    point.iterations = SIMULATED_ITERATIONS;
+    point.ps.servers = 1;
+    point.ps.placement = sim::PsPlacement::COLOCATED;
+    point.runtime.fusion_bytes = options.fusion_bytes;
+    point.runtime.overlap = options.overlap;
+    point.input.data = sim::DataMode::SYNTHETIC;  // the trainer's data phase is an in-memory copy
+    point.fidelity.iterations = SIMULATED_ITERATIONS;
     const auto res = sim::simulate_training(platform, profile, point);
     set_prediction(row, profile, res,
                    fmt::format("profile coverage {:.0f}%, link {:.2f} GB/s / {:.1f} us", profile.coverage * 100,

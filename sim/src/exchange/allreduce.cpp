@@ -38,14 +38,15 @@ class AllreduceExchange final : public Exchange {
     int tensors = 0;
     for (const auto& l : replay.profile().layers) tensors += l.grad_bytes > 0 ? 1 : 0;
     negotiation_B_ = NEGOTIATION_WORD_B * ((tensors + TENSORS_PER_WORD - 1) / TENSORS_PER_WORD);
-    if (replay.point().framework.fusion_copies) {  // only then is the device's memory bandwidth needed
+    if (replay.point()
+            .runtime.framework.fusion_copies) {  // only then is the device's memory bandwidth needed
       // A host fusion buffer (library_.framework_stages_to_host) is filled by one host core's memcpy.
       const double mem_Bps = library_.framework_stages_to_host
                                  ? library_call(replay.platform(), replay.workers(), 1, 0).host_core_Bps
                                  : replay.platform().worker_device().mem_bandwidth_Bps;
       copy_s_per_B_ = mem_Bps > 0 ? COPY_TRAFFIC_PER_BYTE / mem_Bps : 0;
     }
-    fuse_ready_ = replay.point().cycle_s > 0;
+    fuse_ready_ = replay.point().runtime.cycle_s > 0;
     // A cycle runs a negotiation and a fused collective per tick, hundreds per iteration, most of them
     // latency-bound (the 8-byte words, the small tensors): those skip the max-min solver, as PS messages do
     // (World::set_latency_bound_bypass, docs/simulation-training.md).
@@ -69,7 +70,7 @@ class AllreduceExchange final : public Exchange {
     auto& rs = done_[static_cast<std::size_t>(rank)];
     rs = {it, true, false};
     ++iter(it).bwd_done;
-    if (!replay_.point().overlap) try_start(it);
+    if (!replay_.point().runtime.overlap) try_start(it);
     maybe_finish(rank, it);
   }
 
@@ -95,11 +96,11 @@ class AllreduceExchange final : public Exchange {
     const auto& point = replay_.point();
     if (st.in_flight || st.waiting_tick || st.next_bucket >= plan.buckets.size()) return;
     if (st.ready[st.next_bucket] < replay_.workers()) return;
-    if (!point.overlap && st.bwd_done < replay_.workers()) return;
-    if (point.cycle_s > 0) {
+    if (!point.runtime.overlap && st.bwd_done < replay_.workers()) return;
+    if (point.runtime.cycle_s > 0) {
       // Horovod's background thread only looks for ready tensors once per cycle.
       auto& w = replay_.world();
-      const double tick = std::ceil(w.now() / point.cycle_s - EPS_S) * point.cycle_s;
+      const double tick = std::ceil(w.now() / point.runtime.cycle_s - EPS_S) * point.runtime.cycle_s;
       if (tick > w.now() + EPS_S) {
         st.waiting_tick = true;
         w.after(tick - w.now(), [this, it] {
@@ -124,7 +125,7 @@ class AllreduceExchange final : public Exchange {
     std::size_t tensors = buckets[k].layers.size();
     if (fuse_ready_)
       while (end < buckets.size() && st.ready[end] == replay_.workers() &&
-             bytes + buckets[end].bytes <= replay_.point().fusion_bytes) {
+             bytes + buckets[end].bytes <= replay_.point().runtime.fusion_bytes) {
         bytes += buckets[end].bytes;
         tensors += buckets[end].layers.size();
         ++end;
@@ -170,7 +171,7 @@ class AllreduceExchange final : public Exchange {
     };
     // The framework's runtime around the collective: negotiation, then the copy into the fusion
     // buffer, the collective, and the copy back out (only fused buckets of several tensors are copied).
-    const auto& fw = replay_.point().framework;
+    const auto& fw = replay_.point().runtime.framework;
     const double copy_s = fw.fusion_copies && tensors > 1 ? bytes * copy_s_per_B_ : 0;
     auto collective = [this, call, copy_s, done = std::move(done)]() mutable {
       auto& world = replay_.world();
@@ -185,7 +186,8 @@ class AllreduceExchange final : public Exchange {
         // The collective's kernels hold every worker's device until it ends; a host collective runs none.
         const bool kernels = !library_.framework_stages_to_host;
         if (kernels) replay_.comm_begin(-1);
-        start_library_allreduce(replay_.world(), library_, call, ranks_, forced_, replay_.point().comm_mode,
+        start_library_allreduce(replay_.world(), library_, call, ranks_, forced_,
+                                replay_.point().fidelity.comm_mode,
                                 [this, kernels, copy_out = std::move(copy_out)]() mutable {
                                   if (kernels) replay_.comm_end(-1);
                                   copy_out();
@@ -238,8 +240,10 @@ class AllreduceExchange final : public Exchange {
 std::optional<StepPrograms> plan_allreduce_family(const IterationPlan& plan, const calibrate::ComputeProfile& profile,
                                                   const TrainingPoint& point) {
   if (point.layout.active()) return plan_layout(profile, point);
-  if (point.cycle_s > 0 || point.framework.negotiation || point.framework.fusion_copies) return std::nullopt;
-  return plan_data_parallel(plan, profile, point.workers, {.overlap = point.overlap});
+  if (point.runtime.cycle_s > 0 || point.runtime.framework.negotiation ||
+      point.runtime.framework.fusion_copies)
+    return std::nullopt;
+  return plan_data_parallel(plan, profile, point.workers, {.overlap = point.runtime.overlap});
 }
 
 std::unique_ptr<Exchange> make_allreduce_exchange(ReplayServices& replay, const Strategy& strategy) {

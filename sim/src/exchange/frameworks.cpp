@@ -69,9 +69,9 @@ int FrameworkRuntime::comm_cores_on(const platforms::Device& cpu) const {
 }
 
 void apply_framework(TrainingPoint& point, const FrameworkProfile& profile) {
-  point.fusion_bytes = profile.fusion_bytes;
-  point.cycle_s = profile.cycle_s;
-  point.framework = profile.runtime;
+  point.runtime.fusion_bytes = profile.fusion_bytes;
+  point.runtime.cycle_s = profile.cycle_s;
+  point.runtime.framework = profile.runtime;
 }
 
 }  // namespace dtsim::sim

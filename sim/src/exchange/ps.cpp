@@ -70,30 +70,30 @@ class PsExchange final : public Exchange {
                : strategy.exchange == "ps-replicated" ? Variant::REPLICATED
                                                       : Variant::SYNC;
     const auto& point = replay.point();
-    servers_ = point.ps_servers;
-    const auto placement = place_variables(replay.profile(), servers_, point.ps_balance);
+    servers_ = point.ps.servers;
+    const auto placement = place_variables(replay.profile(), servers_, point.ps.balance);
     shard_bytes_ = server_bytes(replay.profile(), placement, servers_);
     bucket_bytes_ = bucket_server_bytes(replay.profile(), replay.plan(), placement, servers_);
     count_calls(replay.profile(), replay.plan(), placement);
-    if (!point.ps_transport.empty())
-      rpc_ = &platforms::transport_by_name(point.ps_transport, platforms::TransportScope::RPC);
+    if (!point.ps.transport.empty())
+      rpc_ = &platforms::transport_by_name(point.ps.transport, platforms::TransportScope::RPC);
     if (rpc_ && rpc_->rpc_server_cpu_per_call_s > 0)
       server_queues_.assign(static_cast<std::size_t>(servers_),
                             platforms::RpcServerQueue(rpc_->rpc_server_threads, rpc_->rpc_server_cpu_per_call_s));
-    group_buckets(resolve_mode(point.comm_mode, replay.workers()) == CommMode::COARSE);
+    group_buckets(resolve_mode(point.fidelity.comm_mode, replay.workers()) == CommMode::COARSE);
     const double total = std::accumulate(shard_bytes_.begin(), shard_bytes_.end(), 0.0);
     max_shard_fraction_ = total > 0 ? *std::max_element(shard_bytes_.begin(), shard_bytes_.end()) / total : 0;
-    apply_s_per_B_ = point.ps_apply_s_per_B;
+    apply_s_per_B_ = point.ps.apply_s_per_B;
     if (!(std::isfinite(apply_s_per_B_) && apply_s_per_B_ >= 0))
       throw InputError(fmt::format("ps_apply_s_per_B: expected a finite number >= 0, got {}", apply_s_per_B_));
     apply_free_s_.assign(static_cast<std::size_t>(servers_), 0.0);
     ranks_.assign(static_cast<std::size_t>(replay.workers()), RankState{});
     units_done_.assign(static_cast<std::size_t>(replay.iterations()), 0);
     nodes_.resize(static_cast<std::size_t>(replay.layout().nodes));
-    fold_nodes(resolve_mode(point.comm_mode, replay.workers()) == CommMode::COARSE);
+    fold_nodes(resolve_mode(point.fidelity.comm_mode, replay.workers()) == CommMode::COARSE);
     // A shard of a bias or batch-norm variable (bytes to kilobytes) is latency-bound; outside the solver
     // it costs no solver work (docs/simulation-training.md "Latency-bound messages").
-    replay.world().set_latency_bound_bypass(point.ps_latency_bound_bypass);
+    replay.world().set_latency_bound_bypass(point.fidelity.ps_latency_bound_bypass);
   }
 
   int servers() const override { return servers_; }
@@ -226,7 +226,7 @@ class PsExchange final : public Exchange {
     std::iota(rep_node_.begin(), rep_node_.end(), 0);
     fold_of_.assign(static_cast<std::size_t>(nodes), 1);
     const auto& point = replay_.point();
-    if (!coarse || !point.ps_fold || point.data != DataMode::SYNTHETIC || nodes < 2) return;
+    if (!coarse || !point.fidelity.ps_fold || point.input.data != DataMode::SYNTHETIC || nodes < 2) return;
     if (replay_.workers() != nodes * layout().workers_per_node) return;
     const bool async = variant_ == Variant::ASYNC;
     for (int it = 0; it < replay_.iterations(); ++it)
@@ -246,7 +246,8 @@ class PsExchange final : public Exchange {
     // folded group in step cannot: 1-3% less throughput with 32 paces or more (docs/simulation-training.md).
     // So each is simulated while that stays under the flow budget and ASYNC_MAX_UNFOLDED_WORKERS, and
     // folded only beyond them.
-    if (async && nodes * rep_flows <= point.ps_fold_max_flows && replay_.workers() <= ASYNC_MAX_UNFOLDED_WORKERS)
+    if (async && nodes * rep_flows <= point.fidelity.ps_fold_max_flows &&
+        replay_.workers() <= ASYNC_MAX_UNFOLDED_WORKERS)
       return;
     int per_switch = nodes_per_switch(replay_.platform(), nodes);
     if (per_switch < 2 || nodes % per_switch != 0) return;
@@ -314,8 +315,9 @@ class PsExchange final : public Exchange {
     // is, every class fits in one group and larger sizes give the same groups.
     const int n_switches = nodes / per_switch;
     int per_group = 1;
-    for (std::size_t count = switches.size(); static_cast<double>(count) * rep_flows > point.ps_fold_max_flows &&
-                                              per_group * 2 <= n_switches;) {
+    for (std::size_t count = switches.size();
+         static_cast<double>(count) * rep_flows > point.fidelity.ps_fold_max_flows &&
+         per_group * 2 <= n_switches;) {
       const std::size_t next = grouping(per_group * 2).size();
       if (next >= count || (async && next < static_cast<std::size_t>(async_min_groups()))) break;
       per_group *= 2;
@@ -447,7 +449,7 @@ class PsExchange final : public Exchange {
   int local_count(int n) const {
     return std::min(layout().workers_per_node, replay_.workers() - n * layout().workers_per_node);
   }
-  bool dedicated() const { return replay_.point().ps_placement == PsPlacement::DEDICATED; }
+  bool dedicated() const { return replay_.point().ps.placement == PsPlacement::DEDICATED; }
   int server_node(int s) const { return dedicated() ? layout().nodes + s : s % layout().nodes; }
   simgrid::s4u::Host* server_host(int s) const {
     auto& w = replay_.world();
@@ -702,13 +704,15 @@ class PsExchange final : public Exchange {
 }  // namespace
 
 int ps_split_server_nodes(const platforms::Platform& platform, const TrainingPoint& point, const Layout& layout) {
-  if (point.ps_placement == PsPlacement::DEDICATED || !point.ps_split_roles || point.data != DataMode::SYNTHETIC) return 0;
-  if (resolve_mode(point.comm_mode, point.workers) != CommMode::COARSE) return 0;
+  if (point.ps.placement == PsPlacement::DEDICATED || !point.fidelity.ps_split_roles ||
+      point.input.data != DataMode::SYNTHETIC)
+    return 0;
+  if (resolve_mode(point.fidelity.comm_mode, point.workers) != CommMode::COARSE) return 0;
   if (layout.workers_per_node != 1 || layout.nodes < 2 || point.workers != layout.nodes) return 0;
   if (point.strategy.exchange == "ps-async" && point.workers <= ASYNC_MAX_UNFOLDED_WORKERS) return 0;
   const int per_switch = nodes_per_switch(platform, layout.nodes);
   if (per_switch < 2 || layout.nodes % per_switch != 0) return 0;
-  return std::min(point.ps_servers, layout.nodes);
+  return std::min(point.ps.servers, layout.nodes);
 }
 
 std::unique_ptr<Exchange> make_ps_exchange(ReplayServices& replay, const Strategy& strategy) {

@@ -12,8 +12,8 @@ enum Tag : int { INPUT_SLICE, OUTPUT, OUTPUT_GRADIENT, GRADIENTS, UPDATED };
 
 StepPrograms plan_data_parallel_single_node(const IterationPlan& plan, double batch, const TrainingPoint& point) {
   const int workers = point.workers;
-  const double input_B = batch * point.input_bytes_per_sample;
-  const double output_B = batch * point.output_bytes_per_sample;
+  const double input_B = batch * point.input.scattered_bytes_per_sample;
+  const double output_B = batch * point.input.gathered_bytes_per_sample;
   // The replicas' whole backward in one compute (DataParallel has no per-bucket exchange), summed in the
   // plan's order.
   double backward_s = plan.bwd_tail_s;

@@ -504,7 +504,7 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
       } else {
         // The last micro-batch's backward of this chunk, cut at gradient buckets: each bucket reduced over
         // the data-parallel group as soon as its backward ends (overlapped with the rest).
-        const auto buckets = buckets_of(ch, point.fusion_bytes);
+        const auto buckets = buckets_of(ch, point.runtime.fusion_bytes);
         for (std::size_t k = 0; k < buckets.size(); ++k) {
           std::vector<InlineCollective> share = inline_comm;
           // The inline collectives go with the last segment (their count is per chunk, not per bucket).

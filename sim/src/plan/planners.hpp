@@ -21,10 +21,10 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
 
 // PyTorch nn.DataParallel on one node (data-parallel-single-node): device 0 broadcasts the parameters (a
 // binomial broadcast of copies, no collective library) and scatters each replica's input slice of
-// batch x input_bytes_per_sample; replicas run forward; device 0 gathers their outputs (batch x
-// output_bytes_per_sample each) and sends the output gradients back; replicas run their whole backward and
-// send their gradients to device 0, which updates once it has them all; the other replicas' step ends
-// with that update. `batch`: samples per replica.
+// batch x input.scattered_bytes_per_sample; replicas run forward; device 0 gathers their outputs (batch x
+// input.gathered_bytes_per_sample each) and sends the output gradients back; replicas run their whole
+// backward and send their gradients to device 0, which updates once it has them all; the other replicas' step
+// ends with that update. `batch`: samples per replica.
 StepPrograms plan_data_parallel_single_node(const IterationPlan& plan, double batch, const TrainingPoint& point);
 
 // A transformer's parallel layout (point.layout, active): every pipeline rank's schedule of micro-batch
