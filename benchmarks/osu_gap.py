@@ -17,6 +17,12 @@ missing from dtsim could close the gap, each as the size it would need:
           cost and the bandwidth floors are kept as they are.
 These are sizes for comparison with sourced costs, not constants: nothing in dtsim is fitted to OSU.
 
+Last, a published bound on p at many threads: DeepBench's KNL7250 sheet (68 cores, Intel MKL 2017;
+../shared/reference/deepbench/conv.csv) times convolutions at batch 8 and 16. A pass reaching efficiency e
+of the nominal peak on n threads has 1/e >= (1 - p) n + p (its single-core efficiency is at most 1), so
+p >= 1 - (1/e - 1)/(n - 1). For each p' it counts the passes (and their share of the sheet's time) whose e
+exceeds what p' allows: for those, p' is ruled out.
+
 Usage: benchmarks/osu_gap.py [DTSIM]   (default: build/apps/dtsim beside this folder, or $DTSIM)
 """
 import collections
@@ -82,6 +88,32 @@ def conv_parallel_fraction(path):
     return statistics.median(clamped), statistics.stdev(boot), normal_se, len(raw)
 
 
+DEEPBENCH = os.path.join(HERE, "..", "..", "shared", "reference", "deepbench", "conv.csv")
+# Xeon Phi 7250 nominal FP32 peak: 68 cores x 1.4 GHz x 16 lanes x 2 VPUs x 2 (FMA) (platforms/devices.yaml).
+# Its AVX-512 clock is lower than nominal, so e is understated and the bound on p is conservative.
+KNL_CORES = 68
+KNL_PEAK_FLOPS = KNL_CORES * 1.4e9 * 16 * 2 * 2
+
+
+def deepbench_knl_passes(path):
+    """(efficiency of nominal peak, time_s) of every timed pass of the KNL7250 sheet."""
+    out = []
+    for r in csv.DictReader(open(path)):
+        if r["gpu"] != "KNL7250":
+            continue
+        w, h, c, n, k, kh, kw = (int(r[f]) for f in ("W", "H", "C", "N", "K", "R", "S"))
+        oh = (h + 2 * int(r["pad_h"]) - kh) // int(r["stride_h"]) + 1
+        ow = (w + 2 * int(r["pad_w"]) - kw) // int(r["stride_w"]) + 1
+        flops = 2.0 * n * k * c * kh * kw * oh * ow
+        for col in ("fwd_ms", "bwd_input_ms", "bwd_weights_ms"):
+            try:
+                t = float(r[col]) * 1e-3
+            except ValueError:
+                continue  # "N/A*": the first layer has no data gradient
+            out.append((flops / (t * KNL_PEAK_FLOPS), t))
+    return out
+
+
 def amdahl(p, n):
     return (1 - p) + p / n
 
@@ -133,6 +165,18 @@ def main():
         p = p_for(published, p0, *splits[model])
         others = ", ".join(f"{m} {conv_ratio(p0, p, *splits[m]):.2f}x" for m in PUBLISHED if m != model)
         print(f"at {model}'s p' = {p:.4f}: {others}")
+    if not os.path.exists(DEEPBENCH):
+        print(f"{DEEPBENCH}: not found (DeepBench's published sheets, ../shared/reference/deepbench)")
+        return
+    knl = deepbench_knl_passes(DEEPBENCH)
+    total_s = sum(t for _, t in knl)
+    print(f"DeepBench KNL7250 ({KNL_CORES} threads, batch 8 and 16): {len(knl)} passes, median efficiency "
+          f"{statistics.median(e for e, _ in knl):.2f}, best {max(e for e, _ in knl):.2f} of nominal peak")
+    for p in [p0] + [p_for(r, p0, *splits[m]) for m, r in PUBLISHED.items()]:
+        cap = 1 / (1 + (KNL_CORES - 1) * (1 - p))
+        over = [(e, t) for e, t in knl if e > cap]
+        print(f"  p = {p:.4f} allows at most {cap:.2f} of peak at {KNL_CORES} threads: exceeded by {len(over)} passes, "
+              f"{100 * sum(t for _, t in over) / total_s:.1f}% of the sheet's time")
 
 
 if __name__ == "__main__":
