@@ -453,7 +453,11 @@ def train(a, rank, world, data, accuracy_before):
 
 
 def bench_comm(rank, world):
-    """gloo send/recv ping-pong and allreduce times per message size, as dtsim-train --bench-comm."""
+    """gloo send/recv ping-pong and allreduce times per message size, as dtsim-train --bench-comm. Each
+    allreduce point also gives `cpu_s`, the median CPU time (user + system, all threads) this rank's process
+    spent per call: gloo's own cost on the worker's cores, which dtsim charges as a computation beside the
+    overlapped backward (docs/collective-libraries.md, "Gloo on CPU ranks runs on the worker's cores").
+    fit_comm reads only the times."""
     out = {"ranks": world, "pingpong": [], "allreduce": []}
     for size in BENCH_SIZES_B:
         t = torch.zeros(max(1, size // 4))
@@ -469,13 +473,16 @@ def bench_comm(rank, world):
                 dist.send(t, 0)
             times.append((time.perf_counter() - t0) / 2)
         out["pingpong"].append({"bytes": size, "time_s": sorted(times)[len(times) // 2]})
-        times = []
+        times, cpus = [], []
         for _ in range(BENCH_REPEATS):
             dist.barrier()
+            c0 = own_cpu_s()
             t0 = time.perf_counter()
             dist.all_reduce(t)
             times.append(time.perf_counter() - t0)
-        out["allreduce"].append({"bytes": size, "time_s": sorted(times)[len(times) // 2]})
+            cpus.append(own_cpu_s() - c0)
+        out["allreduce"].append({"bytes": size, "time_s": sorted(times)[len(times) // 2],
+                                 "cpu_s": sorted(cpus)[len(cpus) // 2]})
     return out
 
 
