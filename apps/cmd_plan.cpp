@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.hpp"
+#include "apps/scenario_flags.hpp"
 #include "common/errors.hpp"
 #include "common/table.hpp"
 #include "common/text.hpp"
@@ -21,30 +22,13 @@ namespace {
 constexpr std::size_t PARAGRAPH_COLUMNS = 100;
 
 struct PlanArgs {
-  std::string scenario, format = "table", out;
+  std::string format = "table", out;
   int jobs = 1, top = 10;
   std::size_t max_candidates = 2000;
-  bool quiet = false, no_variability = false, exhaustive = false;
+  bool quiet = false, exhaustive = false;
   scenarios::PlanSpace space;
-  std::map<std::string, std::string> field_text;
-  CLI::App* cmd = nullptr;
+  ScenarioFlags flags;
 };
-
-scenarios::Scenario build_scenario(const PlanArgs& a) {
-  scenarios::Scenario s;
-  if (!a.scenario.empty()) s = scenarios::load_scenario(a.scenario);
-  else s.name = "cli";
-  for (const auto& f : scenarios::scenario_fields()) {
-    if (f.flag.empty() || a.cmd->count(f.flag) == 0) continue;
-    const std::string text = f.flag_kind == scenarios::FlagKind::SETS_TRUE    ? "true"
-                             : f.flag_kind == scenarios::FlagKind::SETS_FALSE ? "false"
-                                                                              : a.field_text.at(f.key);
-    scenarios::apply_flag(s, f, text);
-    s.field_origin.erase(f.top_key());
-  }
-  if (a.no_variability) s.point.variability = sim::Variability::none();
-  return s;
-}
 
 std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
 
@@ -104,7 +88,7 @@ void print(const PlanArgs& a, const scenarios::PlanSummary& summary, std::ostrea
 void run(const PlanArgs& a) {
   (void)parse_text_format(a.format);
   if (a.top < 1) throw InputError(fmt::format("--top: must be >= 1, got {}", a.top));
-  const scenarios::Scenario s = build_scenario(a);
+  const scenarios::Scenario s = a.flags.build();
   scenarios::PlanOptions options;
   options.space = a.space;
   options.jobs = a.jobs;
@@ -129,14 +113,7 @@ const CommandRegistrar registrar("plan", 35, [](CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "plan", "Search a transformer's parallel layouts (tp, pp, vp, cp, ep, micro-batch, ZeRO, recomputation) on a "
               "number of GPUs and print the fastest (docs/layout-search.md)");
-  a->cmd = cmd;
-  cmd->add_option("scenario", a->scenario, "Scenario YAML file (docs/scenario-schema.md); flags override it");
-  for (const auto& f : scenarios::scenario_fields()) {
-    if (f.flag.empty()) continue;
-    if (f.flag_kind == scenarios::FlagKind::VALUE) cmd->add_option(f.flag, a->field_text[f.key], f.help);
-    else cmd->add_flag(f.flag, f.help);
-  }
-  cmd->add_flag("--no-variability", a->no_variability, "Every worker computes alike (as predict's flag)");
+  add_scenario_flags(cmd, a->flags);
   cmd->add_option("--top", a->top, "Layouts printed, fastest first (default 10)");
   cmd->add_option("--max-candidates", a->max_candidates,
                   "Most layouts simulated per process; more needed to decide the --top fastest (with --exhaustive: "

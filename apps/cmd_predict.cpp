@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "apps/command.hpp"
+#include "apps/scenario_flags.hpp"
 #include "common/errors.hpp"
 #include "common/table.hpp"
 #include "common/text.hpp"
@@ -25,43 +26,11 @@ namespace {
 constexpr std::size_t PARAGRAPH_COLUMNS = 100;
 
 struct PredictArgs {
-  std::string scenario, format = "table", out, dump_config;
+  std::string format = "table", out, dump_config;
   int jobs = 1;
-  bool explain = false, quiet = false, no_variability = false;
-  // The text of each scenario field's flag, by key (the field table's flags; a switch reads "true").
-  std::map<std::string, std::string> field_text;
-  CLI::App* cmd = nullptr;
-  bool given(const std::string& flag) const { return cmd->count(flag) > 0; }
+  bool explain = false, quiet = false;
+  ScenarioFlags flags;
 };
-
-// The scenario fields set by flags (their keys).
-std::set<std::string> given_fields(const PredictArgs& a) {
-  std::set<std::string> out;
-  for (const auto& f : scenarios::scenario_fields())
-    if (!f.flag.empty() && a.given(f.flag)) out.insert(f.top_key());
-  return out;
-}
-
-scenarios::Scenario build_scenario(const PredictArgs& a) {
-  scenarios::Scenario s;
-  if (!a.scenario.empty()) {
-    s = scenarios::load_scenario(a.scenario);
-  } else {
-    s.name = "cli";
-  }
-  // In the table's order, as a file is read: --framework before the --fusion-mb that overrides it.
-  for (const auto& f : scenarios::scenario_fields()) {
-    if (f.flag.empty() || !a.given(f.flag)) continue;
-    const std::string text = f.flag_kind == scenarios::FlagKind::SETS_TRUE    ? "true"
-                             : f.flag_kind == scenarios::FlagKind::SETS_FALSE ? "false"
-                                                                              : a.field_text.at(f.key);
-    scenarios::apply_flag(s, f, text);
-  }
-  if (a.no_variability) s.point.variability = sim::Variability::none();
-  // A flag replaces the file's value: errors about it then name the flag, not the file.
-  for (const std::string& field : given_fields(a)) s.field_origin.erase(field);
-  return s;
-}
 
 std::string fixed(double v, int digits) { return fmt::format("{:.{}f}", v, digits); }
 
@@ -118,7 +87,7 @@ void write_text_file(const std::string& path, const std::string& text, const cha
 
 void run(const PredictArgs& a) {
   (void)parse_text_format(a.format);  // reject a bad --format before simulating anything
-  const scenarios::Scenario s = build_scenario(a);
+  const scenarios::Scenario s = a.flags.build();
   if (!a.dump_config.empty()) {
     scenarios::check_scenario(s);
     const std::string yaml = scenarios::scenario_to_yaml(s);
@@ -130,7 +99,7 @@ void run(const PredictArgs& a) {
   options.jobs = a.jobs;
   options.progress = !a.quiet;
   const auto rows = scenarios::predict_scenario(s, options);
-  const auto config = scenarios::summarize_config({s}, given_fields(a));
+  const auto config = scenarios::summarize_config({s}, a.flags.given_fields());
   // The table's header carries the warning; machine formats and --out files get it on stderr instead.
   const bool header_on_terminal = parse_text_format(a.format) == TextFormat::TABLE && a.out.empty();
   if (const auto warning = scenarios::coverage_warning(config); !warning.empty() && !header_on_terminal)
@@ -164,24 +133,7 @@ const CommandRegistrar registrar("predict", 30, [](CLI::App& root) {
   auto a = std::make_shared<PredictArgs>();
   CLI::App* cmd = root.add_subcommand(
       "predict", "Predict training throughput, scaling efficiency and time breakdown (docs/simulation-training.md)");
-  a->cmd = cmd;
-  cmd->add_option("scenario", a->scenario, "Scenario YAML file (docs/scenario-schema.md); flags override it");
-  // The scenario's fields (scenarios/fields.hpp): one flag each where the table names one.
-  for (const auto& f : scenarios::scenario_fields()) {
-    if (f.flag.empty()) continue;
-    if (f.flag_kind == scenarios::FlagKind::VALUE) {
-      // The value's kind in --help, from the row's type in words.
-      const char* kind = f.type.starts_with("int >=") || f.type.starts_with("int in") ? "INT"
-                         : f.type.starts_with("number")                              ? "NUMBER"
-                                                                                     : "TEXT";
-      cmd->add_option(f.flag, a->field_text[f.key], f.help)->type_name(kind);
-    } else {
-      cmd->add_flag(f.flag, f.help);
-    }
-  }
-  cmd->add_flag("--no-variability", a->no_variability,
-                "Every worker computes alike: no device spread (default on: GPUs 1.48%, CPUs 2.08% CV, "
-                "docs/simulation-training.md) and none of the scenario's jitter or stragglers");
+  add_scenario_flags(cmd, a->flags);
   cmd->add_option("--format", a->format, "table|csv|json");
   cmd->add_option("--out", a->out, "Write the output to this file instead of stdout");
   cmd->add_option("-j,--jobs", a->jobs, "Points simulated at once (child processes): the entries, or --ps auto's "
