@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <unistd.h>
+#include <utility>
 
 #include "calibrate/database.hpp"
 #include "calibrate/device_model.hpp"
@@ -222,18 +223,26 @@ TEST_CASE("calibrate::DeviceModel: a pass's parallel efficiency falls with its w
   CHECK(w_half * 8 / (8 * t) == Approx(0.5).epsilon(1e-9));
 }
 
+namespace {
+// OSU's two set-ups of a 2-socket, 48-core Stampede2 node: one 48-thread process, or four of 12 threads.
+std::pair<dtsim::calibrate::WorkerPlacement, dtsim::calibrate::WorkerPlacement> stampede2_wide_and_pinned() {
+  dtsim::calibrate::WorkerPlacement wide;
+  wide.threads = 48;
+  wide.cpu_sockets = 2;
+  wide.workers_per_node = 1;
+  dtsim::calibrate::WorkerPlacement pinned = wide;
+  pinned.threads = 12;
+  pinned.workers_per_node = 4;
+  return {wide, pinned};
+}
+}  // namespace
+
 TEST_CASE("calibrate::DeviceModel: on a Stampede2 node one 48-thread process pays more fixed cost per pass than "
           "4 processes of 12 threads at the same batch per process", "[calibrate]") {
   using namespace dtsim::calibrate;
   const Device& cpu = dtsim::platforms::DeviceCatalog::builtin().by_name("xeon-platinum-8160");
   const HostModel m = host_model(1);
-  WorkerPlacement wide;
-  wide.threads = 48;
-  wide.cpu_sockets = 2;
-  wide.workers_per_node = 1;
-  WorkerPlacement pinned = wide;
-  pinned.threads = 12;
-  pinned.workers_per_node = 4;
+  const auto [wide, pinned] = stampede2_wide_and_pinned();
   const PassWork w{1e9, 1e3};  // compute bound: no NUMA term
   const double t_wide = predict_pass_s(m, OpClass::CONV, w, 0.5, true, cpu, wide);
   const double t_pinned = predict_pass_s(m, OpClass::CONV, w, 0.5, true, cpu, pinned);
@@ -256,13 +265,7 @@ TEST_CASE("calibrate::DeviceModel: on a Stampede2 node four 12-thread processes 
   HostModel m = host_model(2);
   const double p = 0.9965;  // the shipped calibration's conv median (docs/calibration.md)
   m.parallel_fraction["conv"] = p;
-  WorkerPlacement wide;
-  wide.threads = 48;
-  wide.cpu_sockets = 2;
-  wide.workers_per_node = 1;
-  WorkerPlacement pinned = wide;
-  pinned.threads = 12;
-  pinned.workers_per_node = 4;
+  const auto [wide, pinned] = stampede2_wide_and_pinned();
   const PassWork w{1e10, 1e3};  // compute bound: neither the bandwidth floor nor NUMA applies
   const double busy_wide = predict_pass_s(m, OpClass::CONV, w, 0.5, true, cpu, wide) - cpu_region_s(48);
   const double busy_pinned = predict_pass_s(m, OpClass::CONV, w, 0.5, true, cpu, pinned) - cpu_region_s(12);
