@@ -94,7 +94,7 @@ class Replay final : public ReplayServices {
     draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
                                                             // workers of equal compute times
     if (auto programs = given ? std::optional<StepPrograms>(*given)
-                        : family.plan   ? family.plan(plan_, profile, point)
+                        : family.plan   ? family.plan(plan_, profile, point, platform, layout)
                                         : std::nullopt) {
       programs_ = std::move(*programs);
       check_programs(programs_);
@@ -141,7 +141,9 @@ class Replay final : public ReplayServices {
   int workers() const override { return workers_; }
   int iterations() const override { return iters_; }
   double factor(int r, int it) const override { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }
-  void share_pace(const std::vector<int>& ranks) override {
+  // The ranks run at one pace from now on: each iteration's factor becomes their harmonic mean, the
+  // factor of their mean compute rate (a folded group of asynchronous workers, NodeFold::shared_pace).
+  void share_pace(const std::vector<int>& ranks) {
     if (ranks.empty()) return;
     for (int it = 0; it < iters_; ++it) {
       double inverse_sum = 0;
@@ -476,14 +478,27 @@ class Replay final : public ReplayServices {
             throw Failure(fmt::format("node fold: rank {} is missing or has another program than rank {} (planner bug)", r, rep));
         }
       }
+    const int per_node = layout_.workers_per_node;
     for (int it = 0; it < iters_; ++it)
-      for (const auto& g : fold.groups)
-        for (int n : g)
-          for (int j = 0; j < layout_.workers_per_node; ++j)
-            if (factor(n * layout_.workers_per_node + j, it) != factor(g[0] * layout_.workers_per_node + j, it)) return;
+      if (fold.shared_pace) {
+        for (int r = 1; r < workers_; ++r)
+          if (factor(r, it) != factor(r, 0)) return;
+      } else {
+        for (const auto& g : fold.groups)
+          for (int n : g)
+            for (int j = 0; j < per_node; ++j)
+              if (factor(n * per_node + j, it) != factor(g[0] * per_node + j, it)) return;
+      }
     std::vector<std::vector<int>> groups = fold_groups();
     if (groups.empty()) return;  // the routes do not allow it: every rank plays its own program
     if (fold.weighted) world_.set_weighted_folds(true);
+    if (fold.shared_pace)  // the representative's device j stands for device j of every member node
+      for (const auto& g : groups)
+        for (int j = 0; j < per_node; ++j) {
+          std::vector<int> ranks;
+          for (int m : g) ranks.push_back(m * per_node + j);
+          share_pace(ranks);
+        }
     for (const auto& g : groups) {
       fold_of_[static_cast<std::size_t>(g[0])] = static_cast<int>(g.size());
       for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
@@ -540,7 +555,7 @@ class Replay final : public ReplayServices {
       for (std::size_t count = units.size(); static_cast<double>(count) * fold.flows_per_group > fold.max_flows &&
                                              per_group * 2 <= static_cast<int>(units.size());) {
         const std::size_t next = grouping(per_group * 2).size();
-        if (next >= count) break;
+        if (next >= count || next < static_cast<std::size_t>(fold.min_groups)) break;
         per_group *= 2;
         count = next;
       }
@@ -559,7 +574,8 @@ class Replay final : public ReplayServices {
 
   // Tasks a mirroring rank takes from its representative (StepPrograms::fold).
   static bool mirrored(TaskKind kind) {
-    return kind == TaskKind::FLOW || kind == TaskKind::SERVE || kind == TaskKind::DELAY;
+    return kind == TaskKind::FLOW || kind == TaskKind::SERVE || kind == TaskKind::DELAY || kind == TaskKind::SEND ||
+           kind == TaskKind::RECV;
   }
   // Nodes a rank's flows and serves stand for: its node's fold if it represents one, else 1.
   int weight_of(int r) const { return fold_of_[static_cast<std::size_t>(node_of_rank(r))]; }
@@ -739,7 +755,6 @@ class Replay final : public ReplayServices {
   }
   // The server on `node`, or -1 (results name it beside the node's NIC).
   int server_on_node(int node) const {
-    if (exchange_) return exchange_->server_on_node(node);
     for (int s = 0; s < programs_.servers; ++s)
       if (server_node(s) == node) return s;
     return -1;
@@ -772,6 +787,11 @@ class Replay final : public ReplayServices {
     transfer(src.host, src.node, dst.host, dst.node, t.bytes * flow_fold, [this, r, i, it, t0] {
       const Task& task = task_of(r, i);
       if (task.phase == TaskPhase::COMMUNICATION) record_comm(r, it, t0, world_.now());
+      // A flow to or from a server shows on the server's track.
+      const Role& server = task.dst.kind == RoleKind::SERVER ? task.dst : task.src;
+      if (server.kind == RoleKind::SERVER && tracing(it))
+        trace_.add(TraceRecorder::Group::SERVERS, server.index, fmt::format("{} of worker {}", task.label, r), task.label, t0,
+                   world_.now(), {{"bytes", task.bytes}});
       task_done(r, i);
     }, flow_fold < k ? flow_fold : 0.0);
   }
@@ -992,7 +1012,7 @@ class Replay final : public ReplayServices {
       const int sr = m.sends[m.matched].first, si = m.sends[m.matched].second;
       const int rr = m.recvs[m.matched].first, ri = m.recvs[m.matched].second;
       ++m.matched;
-      const double bytes = task_of(sr, si).bytes;
+      const double bytes = task_of(sr, si).bytes * weight_of(sr);  // a representative's: its fold's nodes'
       const int it = runs_[static_cast<std::size_t>(sr)].it;
       const double t0 = world_.now();
       transfer(world_.worker_host(sr), node_of_rank(sr), world_.worker_host(rr), node_of_rank(rr), bytes,
@@ -1008,9 +1028,10 @@ class Replay final : public ReplayServices {
   void task_done(int r, int i) {
     auto& run = runs_[static_cast<std::size_t>(r)];
     const int program = programs_.program_of[static_cast<std::size_t>(r)];
-    if (mirrors_[static_cast<std::size_t>(r)] > 0 && mirrored(task_of(r, i).kind)) mirror_fire(r, i);
     for (int d : dependents_[static_cast<std::size_t>(program)][static_cast<std::size_t>(i)])
       if (--run.waiting[static_cast<std::size_t>(d)] == 0) task_ready(r, d);
+    // Then its mirrors: they go on after it, as their events follow its.
+    if (mirrors_[static_cast<std::size_t>(r)] > 0 && mirrored(task_of(r, i).kind)) mirror_fire(r, i);
     if (--run.left == 0) end_iteration(r, run.it);
   }
 
@@ -1162,7 +1183,7 @@ PointResult Replay::result() const {
   PointResult res;
   res.workers = workers_;
   res.nodes = layout_.nodes;
-  res.ps_servers = exchange_ ? exchange_->servers() : programs_.servers;
+  res.ps_servers = exchange_ ? 0 : programs_.servers;
   res.buckets = static_cast<int>(plan_.buckets.size());
   res.activities = activities_;
   const double batch = profile_.batch;
@@ -1273,8 +1294,7 @@ std::vector<ResourceUse> Replay::measured_resources(double iteration_s) const {
     out.push_back(std::move(u));
   }
   // A PS shard's CPU applies every worker's push (server apply), or its share of the update once.
-  if (const double update_s = exchange_ ? exchange_->busiest_server_update_s() : programs_.busiest_server_s;
-      update_s > 0 && iteration_s > 0) {
+  if (const double update_s = exchange_ ? 0.0 : programs_.busiest_server_s; update_s > 0 && iteration_s > 0) {
     ResourceUse u;
     u.name = "busiest PS shard's CPU (applying the gradients)";
     u.kind = "ps-cpu";

@@ -138,7 +138,7 @@ platforms::Platform dragonfly(int gpus) {
 constexpr double ASYNC_ROUTER_FOLD_BUDGET = 1'200;
 
 // Nodes per fold group on the test dragonfly (4-node routers, 64 one-GPU nodes): a router, or for
-// asynchronous workers a pair, which keeps 32 groups drifting apart (ASYNC_MIN_PACES in ps.cpp).
+// asynchronous workers a pair, which keeps 32 groups drifting apart (ASYNC_MIN_PACES in plan/parameter_server.cpp).
 int async_aware_fold(const std::string& strategy) { return strategy == "ps-async" ? 2 : 4; }
 
 sim::TrainingPoint dedicated(const std::string& strategy, int workers, int servers, sim::CommMode mode, bool fold) {
@@ -354,7 +354,7 @@ TEST_CASE("sim::PsExchange: workers with their own compute variation are not fol
 TEST_CASE("sim::PsExchange: beyond 128 asynchronous workers fold even under the flow budget", "[sim][ps]") {
   // One server: 192 workers (48 four-GPU nodes) start far fewer flows per iteration than the budget,
   // but their flows queue at the server, so every event re-solves nearly all of them (the cost grows
-  // with the square of the workers: ASYNC_MAX_UNFOLDED_WORKERS in ps.cpp). 128 workers stay unfolded.
+  // with the square of the workers: ASYNC_MAX_UNFOLDED_WORKERS in plan/parameter_server.cpp). 128 workers stay unfolded.
   const auto prof = profile(12);
   const auto plat = dragonfly(4);
   for (const int workers : {128, 192}) {

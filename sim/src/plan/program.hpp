@@ -113,13 +113,14 @@ struct ServeQueue {
 // Folded nodes (optional): each group's first node stands for the group where the platform's routes
 // allow (World::fold_nodes against the `refs` roles' hosts; all groups of one size). Each rank of a
 // member node then mirrors the rank of the same local index on the first node (same program): its FLOW,
-// SERVE and DELAY tasks are done when that representative's same task of the same iteration is, and start
-// nothing. The representative's flows carry its group's k nodes' bytes (k - 1 where the flow's server
-// sits on a member node: that member's own flow stays inside its node), its serves do k nodes' work. Its
-// computes, collectives, sends, receives and barriers are each rank's own. `weighted`: flows take the max-min
+// SERVE, DELAY, SEND and RECV tasks are done when that representative's same task of the same iteration
+// is, and start nothing (so a fold's sends and receives stay inside its nodes, as a node's local copies
+// do). The representative's flows and sends carry its group's k nodes' bytes (k - 1 where the flow's
+// server sits on a member node: that member's own flow stays inside its node), its serves do k nodes'
+// work. Its computes, collectives and barriers are each rank's own. `weighted`: flows take the max-min
 // share of the node flows they stand for (World::set_weighted_folds), for folds that leave some nodes out.
 // A fold is refused (every rank plays its own program) where a mirror's compute factor differs from its
-// representative's in some iteration.
+// representative's in some iteration (shared_pace: where a rank's differs between iterations).
 // Beyond a budget (max_flows > 0): while the representatives' flows per iteration (groups x
 // flows_per_group) exceed it, up to 2, 4, ... consecutive groups whose nodes cross the same busy links
 // (World::route_classes against scale_refs, one device's bytes_to / bytes_from each per iteration) fold
@@ -133,6 +134,11 @@ struct NodeFold {
   std::vector<Role> scale_refs{};
   std::vector<double> bytes_to{}, bytes_from{};  // per scale ref
   std::vector<bool> alone{};                     // per group
+  // Asynchronous workers: the fold needs persistent compute factors (each rank's alike in every iteration)
+  // and the ranks of a group (device j of each of its nodes) then share one pace, the harmonic mean of
+  // their factors (their mean compute rate); the grouping beyond the budget keeps at least min_groups.
+  bool shared_pace = false;
+  int min_groups = 0;
 };
 
 // Every rank's program. Ranks that do the same work share one program (all data-parallel replicas, all
