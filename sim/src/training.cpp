@@ -19,6 +19,7 @@
 
 #include "common/child.hpp"
 #include "common/errors.hpp"
+#include "platforms/transport.hpp"
 #include "sim/src/coll/library.hpp"
 #include "sim/src/library_resolution.hpp"
 #include "sim/src/exchange/exchange.hpp"
@@ -94,7 +95,7 @@ class Replay final : public ReplayServices {
     draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
                                                             // workers of equal compute times
     if (auto programs = given ? std::optional<StepPrograms>(*given)
-                        : family.plan   ? family.plan(plan_, profile, point)
+                        : family.plan   ? family.plan(plan_, profile, point, platform, layout)
                                         : std::nullopt) {
       programs_ = std::move(*programs);
       check_programs(programs_);
@@ -141,7 +142,9 @@ class Replay final : public ReplayServices {
   int workers() const override { return workers_; }
   int iterations() const override { return iters_; }
   double factor(int r, int it) const override { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }
-  void share_pace(const std::vector<int>& ranks) override {
+  // The ranks run at one pace from now on: each iteration's factor becomes their harmonic mean, the
+  // factor of their mean compute rate (a folded group of asynchronous workers, NodeFold::shared_pace).
+  void share_pace(const std::vector<int>& ranks) {
     if (ranks.empty()) return;
     for (int it = 0; it < iters_; ++it) {
       double inverse_sum = 0;
@@ -447,8 +450,162 @@ class Replay final : public ReplayServices {
     // links, so one alone may be solved in closed form (World::set_solve_together).
     bool p2p = false;
     for (const auto& prog : pr.programs)
-      for (const auto& t : prog.tasks) p2p = p2p || t.kind == TaskKind::SEND || t.kind == TaskKind::RECV;
+      for (const auto& t : prog.tasks)
+        p2p = p2p || t.kind == TaskKind::SEND || t.kind == TaskKind::RECV || t.kind == TaskKind::FLOW;
     if (pr.groups.size() == 1 && !p2p) world_.set_solve_together(true);
+    if (pr.latency_bound_bypass) world_.set_latency_bound_bypass(true);
+    for (const auto& prog : pr.programs) max_tasks_ = std::max(max_tasks_, prog.tasks.size());
+    prepare_fold();
+  }
+
+  // StepPrograms::fold: asks the world to fold the groups' nodes; where it does, the members' ranks mirror
+  // their representatives'.
+  void prepare_fold() {
+    const NodeFold& fold = programs_.fold;
+    rep_node_.resize(static_cast<std::size_t>(layout_.nodes));
+    std::iota(rep_node_.begin(), rep_node_.end(), 0);
+    fold_of_.assign(static_cast<std::size_t>(layout_.nodes), 1);
+    mirror_of_.assign(static_cast<std::size_t>(workers_), -1);
+    mirrors_.assign(static_cast<std::size_t>(workers_), 0);
+    if (fold.groups.empty()) return;
+    std::vector<bool> seen(static_cast<std::size_t>(layout_.nodes), false);
+    for (const auto& g : fold.groups)
+      for (int n : g) {
+        if (n < 0 || n >= layout_.nodes || seen[static_cast<std::size_t>(n)])
+          throw Failure(fmt::format("node fold: node {} out of range or in two groups (planner bug)", n));
+        seen[static_cast<std::size_t>(n)] = true;
+        for (int j = 0; j < layout_.workers_per_node; ++j) {
+          const int r = n * layout_.workers_per_node + j, rep = g[0] * layout_.workers_per_node + j;
+          if (r >= workers_ || programs_.program_of[static_cast<std::size_t>(r)] != programs_.program_of[static_cast<std::size_t>(rep)])
+            throw Failure(fmt::format("node fold: rank {} is missing or has another program than rank {} (planner bug)", r, rep));
+        }
+      }
+    const int per_node = layout_.workers_per_node;
+    for (int it = 0; it < iters_; ++it)
+      if (fold.shared_pace) {
+        for (int r = 1; r < workers_; ++r)
+          if (factor(r, it) != factor(r, 0)) return;
+      } else {
+        for (const auto& g : fold.groups)
+          for (int n : g)
+            for (int j = 0; j < per_node; ++j)
+              if (factor(n * per_node + j, it) != factor(g[0] * per_node + j, it)) return;
+      }
+    std::vector<std::vector<int>> groups = fold_groups();
+    if (groups.empty()) return;  // the routes do not allow it: every rank plays its own program
+    if (fold.weighted) world_.set_weighted_folds(true);
+    if (fold.shared_pace)  // the representative's device j stands for device j of every member node
+      for (const auto& g : groups)
+        for (int j = 0; j < per_node; ++j) {
+          std::vector<int> ranks;
+          for (int m : g) ranks.push_back(m * per_node + j);
+          share_pace(ranks);
+        }
+    for (const auto& g : groups) {
+      fold_of_[static_cast<std::size_t>(g[0])] = static_cast<int>(g.size());
+      for (int m : g) rep_node_[static_cast<std::size_t>(m)] = g[0];
+    }
+    for (int r = 0; r < workers_; ++r) {
+      const int n = node_of_rank(r), rn = rep_node_[static_cast<std::size_t>(n)];
+      if (rn == n) continue;
+      const int rep = rn * layout_.workers_per_node + r % layout_.workers_per_node;
+      mirror_of_[static_cast<std::size_t>(r)] = rep;
+      ++mirrors_[static_cast<std::size_t>(rep)];
+    }
+  }
+
+  // The groups the world folds (StepPrograms::fold), or none.
+  std::vector<std::vector<int>> fold_groups() {
+    const NodeFold& fold = programs_.fold;
+    const auto hosts = [this](const std::vector<Role>& roles) {
+      std::vector<simgrid::s4u::Host*> out;
+      for (const Role& role : roles) out.push_back(server_host(role.index));
+      return out;
+    };
+    const std::vector<std::vector<int>>& units = fold.groups;
+    std::vector<int> unit_class;  // per unit: its nodes' route class, or -1 (folds alone)
+    const std::size_t unit_nodes = units.front().size();
+    const auto grouping = [&](int per_group) {  // up to per_group units of one class
+      if (per_group == 1) return units;
+      if (unit_class.empty()) {
+        const std::vector<int> cls = world_.route_classes(hosts(fold.scale_refs), fold.bytes_to, fold.bytes_from);
+        for (std::size_t u = 0; u < units.size(); ++u) {
+          const int c = cls[static_cast<std::size_t>(units[u][0])];
+          const bool uniform = std::all_of(units[u].begin(), units[u].end(),
+                                           [&](int n) { return cls[static_cast<std::size_t>(n)] == c; });
+          unit_class.push_back(uniform && !(u < fold.alone.size() && fold.alone[u]) ? c : -1);
+        }
+      }
+      std::vector<std::vector<int>> out;
+      std::unordered_map<int, std::size_t> open;  // class -> its group being filled in `out`
+      for (std::size_t u = 0; u < units.size(); ++u) {
+        const int c = unit_class[u];
+        const auto at = open.find(c);
+        if (c >= 0 && at != open.end() && out[at->second].size() < static_cast<std::size_t>(per_group) * unit_nodes) {
+          out[at->second].insert(out[at->second].end(), units[u].begin(), units[u].end());
+          continue;
+        }
+        out.push_back(units[u]);
+        open[c] = out.size() - 1;
+      }
+      return out;
+    };
+    // Doubled while over the budget and it still merges units: once doubling leaves the count as it is,
+    // every class fits in one group and larger sizes give the same groups.
+    int per_group = 1;
+    if (fold.max_flows > 0)
+      for (std::size_t count = units.size(); static_cast<double>(count) * fold.flows_per_group > fold.max_flows &&
+                                             per_group * 2 <= static_cast<int>(units.size());) {
+        const std::size_t next = grouping(per_group * 2).size();
+        if (next >= count || next < static_cast<std::size_t>(fold.min_groups)) break;
+        per_group *= 2;
+        count = next;
+      }
+    std::vector<std::vector<int>> groups;
+    int k = 1;
+    for (int p = per_group; p > 1 && k <= 1; p /= 2) {
+      groups = grouping(p);
+      k = world_.fold_nodes_scaled(groups, hosts(fold.scale_refs), fold.bytes_to, fold.bytes_from);
+    }
+    if (k <= 1) {
+      groups = units;
+      k = world_.fold_nodes(groups, hosts(fold.refs));
+    }
+    return k > 1 ? groups : std::vector<std::vector<int>>{};
+  }
+
+  // Tasks a mirroring rank takes from its representative (StepPrograms::fold).
+  static bool mirrored(TaskKind kind) {
+    return kind == TaskKind::FLOW || kind == TaskKind::SERVE || kind == TaskKind::DELAY || kind == TaskKind::SEND ||
+           kind == TaskKind::RECV;
+  }
+  // Nodes a rank's flows and serves stand for: its node's fold if it represents one, else 1.
+  int weight_of(int r) const { return fold_of_[static_cast<std::size_t>(node_of_rank(r))]; }
+  std::int64_t mirror_key(int rep, int it, int i) const {
+    return (static_cast<std::int64_t>(rep) * iters_ + it) * static_cast<std::int64_t>(max_tasks_) + i;
+  }
+  // A mirroring rank's task: done when its representative's is (at once if it already is).
+  void mirror_wait(int r, int i) {
+    const int rep = mirror_of_[static_cast<std::size_t>(r)];
+    const std::int64_t key = mirror_key(rep, runs_[static_cast<std::size_t>(r)].it, i);
+    auto& e = mirror_events_[key];
+    if (!e.done) {
+      e.waiters.push_back(r);
+      return;
+    }
+    if (++e.consumed == mirrors_[static_cast<std::size_t>(rep)]) mirror_events_.erase(key);
+    world_.after(0, [this, r, i] { task_done(r, i); });
+  }
+  // A representative's mirrored task is done: so are its mirrors' waiting on it.
+  void mirror_fire(int rep, int i) {
+    const std::int64_t key = mirror_key(rep, runs_[static_cast<std::size_t>(rep)].it, i);
+    auto& e = mirror_events_[key];
+    e.done = true;
+    const std::vector<int> waiters = std::move(e.waiters);
+    e.waiters.clear();
+    e.consumed += static_cast<int>(waiters.size());
+    if (e.consumed == mirrors_[static_cast<std::size_t>(rep)]) mirror_events_.erase(key);
+    for (int q : waiters) task_done(q, i);
   }
 
   const Task& task_of(int r, int i) const { return programs_.of(r).tasks[static_cast<std::size_t>(i)]; }
@@ -471,6 +628,10 @@ class Replay final : public ReplayServices {
   void task_ready(int r, int i) {
     auto& run = runs_[static_cast<std::size_t>(r)];
     const Task& t = task_of(r, i);
+    if (mirrored(t.kind) && mirror_of_[static_cast<std::size_t>(r)] >= 0) {
+      mirror_wait(r, i);
+      return;
+    }
     switch (t.kind) {
       case TaskKind::COMPUTE:
         run.compute_ready.insert(i);
@@ -484,10 +645,15 @@ class Replay final : public ReplayServices {
       case TaskKind::RECV:
         post_p2p(r, i);
         break;
-      case TaskKind::DELAY:
+      case TaskKind::DELAY: {
         ++activities_;
-        world_.after(t.seconds, [this, r, i] { task_done(r, i); });
+        const double t0 = world_.now();
+        world_.after(t.seconds, [this, r, i, t0, it = run.it] {
+          if (task_of(r, i).phase == TaskPhase::COMMUNICATION) record_comm(r, it, t0, world_.now());
+          task_done(r, i);
+        });
         break;
+      }
       case TaskKind::INPUT:
         if (point_.input.data == DataMode::REAL) {
           need_input(r, [this, r, i] { task_done(r, i); });
@@ -501,24 +667,67 @@ class Replay final : public ReplayServices {
       case TaskKind::SERVE:
         serve(r, i);
         break;
+      case TaskKind::BARRIER:
+        arrive_barrier(r, i);
+        break;
     }
   }
 
-  // A SERVE task: its seconds on the role's processor, after the work queued there before.
+  // A BARRIER task: the n-th barrier of each member of its group; all are done `seconds` after the last arrives.
+  void arrive_barrier(int r, int i) {
+    auto& run = runs_[static_cast<std::size_t>(r)];
+    const int g = programs_.group_of(r, task_of(r, i));
+    const int key = -1 - g;  // barriers count apart from the group's collectives
+    const std::int64_t call = run.calls[key]++;
+    auto& rv = rendezvous_[{key, call}];
+    rv.members.emplace_back(r, i);
+    rv.iteration = run.it;
+    if (rv.members.size() < programs_.groups[static_cast<std::size_t>(g)].ranks.size()) return;
+    std::vector<std::pair<int, int>> members = std::move(rv.members);
+    rendezvous_.erase({key, call});
+    std::sort(members.begin(), members.end());
+    const auto [r0, i0] = members.front();
+    ++activities_;
+    world_.after(task_of(r0, i0).seconds, [this, members = std::move(members)] {
+      for (const auto& [q, qi] : members) task_done(q, qi);
+    });
+  }
+
+  // A SERVE task: its seconds on the role's processor, after the work queued there before; or its calls on
+  // the role's serving queue (done at once when they wait for nothing). A representative's stands for the
+  // work of every node it folds.
   void serve(int r, int i) {
     const Task& t = task_of(r, i);
     const bool server = t.dst.kind == RoleKind::SERVER;
-    auto& queue = role_queues_[server ? -1 - t.dst.index : node_of_rank(r)];
+    const int role = server ? -1 - t.dst.index : node_of_rank(r);
     const int it = runs_[static_cast<std::size_t>(r)].it;
-    const double start_s = std::max(world_.now(), queue.free_at_s);
-    ++activities_;
-    fifo(queue, t.seconds, [this, r, i, it, start_s, server] {
+    const double ready_s = world_.now(), weight = weight_of(r);
+    auto finish = [this, r, i, it, ready_s, server](double start_s) {
       const Task& task = task_of(r, i);
       if (server && tracing(it))
         trace_.add(TraceRecorder::Group::SERVERS, task.dst.index, fmt::format("{} for worker {}", task.label, r), "serve",
                    start_s, world_.now());
+      if (task.phase == TaskPhase::COMMUNICATION) record_comm(r, it, ready_s, world_.now());
       task_done(r, i);
-    });
+    };
+    if (t.queue >= 0) {
+      const ServeQueue& spec = programs_.serve_queues[static_cast<std::size_t>(t.queue)];
+      auto at = serving_queues_.find({role, t.queue});
+      if (at == serving_queues_.end())
+        at = serving_queues_.emplace(std::make_pair(role, t.queue), platforms::RpcServerQueue(spec.threads, spec.per_call_s)).first;
+      const double wait_s = at->second.admit(ready_s, t.calls * weight) - ready_s;
+      if (wait_s <= 0) {
+        finish(ready_s);
+        return;
+      }
+      ++activities_;
+      world_.after(wait_s, [finish, ready_s] { finish(ready_s); });
+      return;
+    }
+    auto& queue = role_queues_[role];
+    const double start_s = std::max(ready_s, queue.free_at_s);
+    ++activities_;
+    fifo(queue, t.seconds * weight, [finish, start_s] { finish(start_s); });
   }
 
   // A role as the platform holds it: its host and its node (-1: storage, whose bytes are input, not
@@ -531,10 +740,7 @@ class Replay final : public ReplayServices {
     const int n = node_of_rank(r);
     switch (role.kind) {
       case RoleKind::RANK: return {world_.worker_host(r), n};
-      case RoleKind::SERVER:
-        if (point_.ps.placement == PsPlacement::DEDICATED)
-          return {world_.dedicated_ps_host(role.index), layout_.nodes + role.index};
-        return {world_.node_host(role.index % layout_.nodes), role.index % layout_.nodes};
+      case RoleKind::SERVER: return {server_host(role.index), server_node(role.index)};
       case RoleKind::NODE_HOST: return {world_.node_host(n), n};
       case RoleKind::STORAGE:
         if (auto* host = world_.storage_host_for(n)) return {host, -1};
@@ -543,17 +749,53 @@ class Replay final : public ReplayServices {
     throw Failure("unknown role (internal error)");
   }
 
+  bool dedicated_servers() const { return point_.ps.placement == PsPlacement::DEDICATED; }
+  // Server s's node: a dedicated node after the worker nodes, or worker node s mod nodes.
+  int server_node(int s) const { return dedicated_servers() ? layout_.nodes + s : s % layout_.nodes; }
+  simgrid::s4u::Host* server_host(int s) const {
+    return dedicated_servers() ? world_.dedicated_ps_host(s) : world_.node_host(s % layout_.nodes);
+  }
+  // The server on `node`, or -1 (results name it beside the node's NIC).
+  int server_on_node(int node) const {
+    for (int s = 0; s < programs_.servers; ++s)
+      if (server_node(s) == node) return s;
+    return -1;
+  }
+
   // A FLOW task: one flow between its roles, counted by node boundary; done when its bytes have arrived.
+  // A representative's carries its fold's k nodes' bytes; where the flow's server sits on a member node,
+  // that member's own flow stays inside its node (counted, not sent), and a server on the representative's
+  // own node is reached through the server's NIC (World::split_server_host), as the members' flows are.
   void start_flow(int r, int i) {
     const Task& t = task_of(r, i);
-    const RoleEnd src = role_end(r, t, t.src), dst = role_end(r, t, t.dst);
+    RoleEnd src = role_end(r, t, t.src), dst = role_end(r, t, t.dst);
     const int it = runs_[static_cast<std::size_t>(r)].it;
     const double t0 = world_.now();
-    transfer(src.host, src.node, dst.host, dst.node, t.bytes, [this, r, i, it, t0] {
+    const int k = weight_of(r);
+    int flow_fold = k;
+    if (k > 1 && !dedicated_servers())
+      for (auto [role, end] : {std::make_pair(&t.src, &src), std::make_pair(&t.dst, &dst)}) {
+        if (role->kind != RoleKind::SERVER) continue;
+        const int sn = server_node(role->index), n = node_of_rank(r);
+        if (rep_node_[static_cast<std::size_t>(sn)] != n) continue;
+        if (sn != n) {
+          flow_fold = k - 1;
+        } else if (auto* split = world_.split_server_host(sn)) {
+          end->host = split;
+          flow_fold = k - 1;
+        }
+      }
+    if (flow_fold < k) count_collective_bytes(0, t.bytes * (k - flow_fold));  // the member's own, local
+    transfer(src.host, src.node, dst.host, dst.node, t.bytes * flow_fold, [this, r, i, it, t0] {
       const Task& task = task_of(r, i);
       if (task.phase == TaskPhase::COMMUNICATION) record_comm(r, it, t0, world_.now());
+      // A flow to or from a server shows on the server's track.
+      const Role& server = task.dst.kind == RoleKind::SERVER ? task.dst : task.src;
+      if (server.kind == RoleKind::SERVER && tracing(it))
+        trace_.add(TraceRecorder::Group::SERVERS, server.index, fmt::format("{} of worker {}", task.label, r), task.label, t0,
+                   world_.now(), {{"bytes", task.bytes}});
       task_done(r, i);
-    });
+    }, flow_fold < k ? flow_fold : 0.0);
   }
 
   void pump_compute(int r) {
@@ -772,7 +1014,7 @@ class Replay final : public ReplayServices {
       const int sr = m.sends[m.matched].first, si = m.sends[m.matched].second;
       const int rr = m.recvs[m.matched].first, ri = m.recvs[m.matched].second;
       ++m.matched;
-      const double bytes = task_of(sr, si).bytes;
+      const double bytes = task_of(sr, si).bytes * weight_of(sr);  // a representative's: its fold's nodes'
       const int it = runs_[static_cast<std::size_t>(sr)].it;
       const double t0 = world_.now();
       transfer(world_.worker_host(sr), node_of_rank(sr), world_.worker_host(rr), node_of_rank(rr), bytes,
@@ -790,6 +1032,8 @@ class Replay final : public ReplayServices {
     const int program = programs_.program_of[static_cast<std::size_t>(r)];
     for (int d : dependents_[static_cast<std::size_t>(program)][static_cast<std::size_t>(i)])
       if (--run.waiting[static_cast<std::size_t>(d)] == 0) task_ready(r, d);
+    // Then its mirrors: they go on after it, as their events follow its.
+    if (mirrors_[static_cast<std::size_t>(r)] > 0 && mirrored(task_of(r, i).kind)) mirror_fire(r, i);
     if (--run.left == 0) end_iteration(r, run.it);
   }
 
@@ -904,6 +1148,17 @@ class Replay final : public ReplayServices {
   std::vector<ProgramRun> runs_;
   std::vector<bool> waits_input_;  // per program: it has an INPUT task
   std::map<int, FifoResource> role_queues_;  // SERVE queues: server s at -1 - s, a node's host at its node
+  std::map<std::pair<int, int>, platforms::RpcServerQueue> serving_queues_;  // (role as above, queue slot)
+  // StepPrograms::fold as the world took it: per node its representative node and the nodes it stands for;
+  // per rank the rank it mirrors (-1: none) and the ranks mirroring it.
+  std::vector<int> rep_node_, fold_of_, mirror_of_, mirrors_;
+  struct MirrorEvent {
+    bool done = false;
+    int consumed = 0;         // mirrors that have taken it
+    std::vector<int> waiters;  // mirrors waiting for it
+  };
+  std::unordered_map<std::int64_t, MirrorEvent> mirror_events_;  // (representative, iteration, task)
+  std::size_t max_tasks_ = 1;
   std::map<std::pair<int, std::int64_t>, Rendezvous> rendezvous_;  // (group, call) -> members arrived
   std::map<std::tuple<int, int, int>, PeerMatch> p2p_;             // (sender, receiver, tag) -> posted tasks
   struct InlinePrice {
@@ -932,7 +1187,7 @@ PointResult Replay::result() const {
   PointResult res;
   res.workers = workers_;
   res.nodes = layout_.nodes;
-  res.ps_servers = exchange_ ? exchange_->servers() : programs_.servers;
+  res.ps_servers = exchange_ ? 0 : programs_.servers;
   res.buckets = static_cast<int>(plan_.buckets.size());
   res.activities = activities_;
   const double batch = profile_.batch;
@@ -1014,7 +1269,7 @@ PointResult Replay::result() const {
   res.busiest_nic_node = nic_in_B_.empty() ? -1 : static_cast<int>(busiest);
   res.busiest_nic_bytes = std::max(0.0, busiest_B) / iters_;
   res.busiest_nic_busy = nic_Bps > 0 ? res.busiest_nic_bytes / nic_Bps / iter : 0;
-  res.busiest_nic_server = exchange_ ? exchange_->server_on_node(static_cast<int>(busiest)) : -1;
+  res.busiest_nic_server = server_on_node(static_cast<int>(busiest));
   res.resources = measured_resources(res.iteration_time_s);
   return res;
 }
@@ -1036,14 +1291,14 @@ std::vector<ResourceUse> Replay::measured_resources(double iteration_s) const {
     u.kind = role.kind;
     u.node = role.node;
     const bool server_side = role.kind == "nic" || role.kind == "switch-port";
-    u.server = server_side && role.node >= 0 && exchange_ ? exchange_->server_on_node(role.node) : -1;
+    u.server = server_side && role.node >= 0 ? server_on_node(role.node) : -1;
     u.bytes = bytes / measured_iters;
     u.capacity_Bps = bw;
     u.utilisation = bytes / (bw * span_s);
     out.push_back(std::move(u));
   }
   // A PS shard's CPU applies every worker's push (server apply), or its share of the update once.
-  if (const double update_s = exchange_ ? exchange_->busiest_server_update_s() : 0.0; update_s > 0 && iteration_s > 0) {
+  if (const double update_s = exchange_ ? 0.0 : programs_.busiest_server_s; update_s > 0 && iteration_s > 0) {
     ResourceUse u;
     u.name = "busiest PS shard's CPU (applying the gradients)";
     u.kind = "ps-cpu";

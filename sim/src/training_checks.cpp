@@ -8,6 +8,7 @@
 
 #include "common/errors.hpp"
 #include "sim/src/exchange/exchange.hpp"
+#include "sim/src/plan/planners.hpp"
 
 namespace dtsim::sim {
 namespace {

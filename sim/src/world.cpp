@@ -674,7 +674,7 @@ int World::fold_nodes(const std::vector<std::vector<int>>& groups, const std::ve
   };
   // A ref on the node itself (the colocated server of a split node, Layout::server_nic_nodes) is
   // reached inside the node by its own device, so its routes are not compared; the caller sends the
-  // representative's flows for the other members to it over the network (ps.cpp, server_end).
+  // representative's flows for the other members to it over the network (the executor's start_flow).
   const auto on_node = [this](s4u::Host* ref, int node) { return ref == node_host(node); };
   // Same length, and where the first node's route and a member's differ, neither link is on the
   // other's route: the first node's link there is its own (scaled below); every other link is shared.
@@ -720,7 +720,7 @@ constexpr double PARTIAL_LINK_MAX_BUSY = 0.5;
 // devices; and the bytes one device sends on each per iteration (none between its devices). A ref on
 // the node itself (the colocated server of a split node, Layout::server_nic_nodes) is reached inside
 // the node (an empty route), or, for a representative, through the server's NIC as its members' flows
-// to it are (World::split_server_host; ps.cpp, server_end).
+// to it are (World::split_server_host; the executor's start_flow).
 struct NodeRoutes {
   const World& world;
   const std::vector<s4u::Host*>& refs;

@@ -225,3 +225,116 @@ TEST_CASE("sim::Executor: a collective naming its algorithm runs as copies that 
   CHECK(copies.intra_node_bytes == Approx(bytes));  // one message from GPU 0 to GPU 1
   CHECK(kernels.iteration_time_s > compute_s * (1 + 1e-3));
 }
+
+TEST_CASE("sim::Executor: a barrier ends every member's step its seconds after the last one arrives",
+          "[sim][executor]") {
+  // Rank 0 computes 1 ms, rank 1 3 ms; both wait at the barrier, which then holds 0.5 ms more (the servers'
+  // update): every iteration is 3.5 ms on both ranks.
+  StepPrograms pr;
+  pr.groups = {world_group(2)};
+  RankProgram fast, slow;
+  fast.add({.kind = TaskKind::BARRIER, .seconds = 0.5 * MS, .group = 0, .deps = {fast.add(compute("c", 1 * MS))}});
+  slow.add({.kind = TaskKind::BARRIER, .seconds = 0.5 * MS, .group = 0, .deps = {slow.add(compute("c", 3 * MS))}});
+  pr.programs = {fast, slow};
+  pr.program_of = {0, 1};
+  pr.rank_groups = {{0}, {0}};
+  pr.rank_peers = {{}, {}};
+  const auto res = simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), point(2), pr);
+  CHECK(res.iteration_time_s == Approx(3.5 * MS).epsilon(1e-9));
+  CHECK(res.breakdown.compute_s == Approx(1 * MS).epsilon(1e-9));
+  CHECK(res.inter_node_bytes == 0);
+  // Members that disagree on the barrier's seconds are refused.
+  pr.programs[1].tasks[1].seconds = 1 * MS;
+  CHECK_THROWS_AS(simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), point(2), pr), Failure);
+}
+
+TEST_CASE("sim::Executor: a serving queue runs its calls on its threads, a role's processor one serve at a time",
+          "[sim][executor]") {
+  // Four ranks each serve one 10 ms call on server 0. Two threads: two waves per iteration, 20 ms; the
+  // processor (one FIFO): 40 ms. The next iteration's calls queue behind the last wave, so the steady
+  // state is the waves' time.
+  const double call_s = 10 * MS;
+  auto run = [&](bool threads) {
+    StepPrograms pr;
+    pr.servers = 1;
+    pr.serve_queues = {{"rpc threads", 2, call_s}};
+    RankProgram p;
+    Task t{.kind = TaskKind::SERVE, .phase = TaskPhase::COMMUNICATION, .label = "call", .dst = {RoleKind::SERVER, 0}};
+    if (threads) {
+      t.queue = 0;
+      t.calls = 1;
+    } else {
+      t.seconds = call_s;
+    }
+    p.add(t);
+    pr.programs = {p};
+    pr.program_of.assign(4, 0);
+    pr.rank_groups.assign(4, {});
+    pr.rank_peers.assign(4, {});
+    auto pt = point(4, "ps");
+    pt.ps.servers = 1;
+    return simulate_programs(test_platforms::uniform_star(4, BW, LAT), profile(), pt, pr);
+  };
+  const auto threaded = run(true), fifo = run(false);
+  CHECK(threaded.iteration_time_s == Approx(2 * call_s).epsilon(1e-9));
+  CHECK(fifo.iteration_time_s == Approx(4 * call_s).epsilon(1e-9));
+  // A serve of the communication phase counts from when it is ready, its wait in the queue included.
+  CHECK(threaded.breakdown.communication_s == Approx(2 * call_s).epsilon(1e-9));
+}
+
+TEST_CASE("sim::Executor: a client delay before a flow counts in the rank's communication", "[sim][executor]") {
+  const double delay_s = 2 * MS, bytes = 1e6;
+  StepPrograms pr;
+  pr.servers = 1;
+  RankProgram p;
+  int d = p.add({.kind = TaskKind::DELAY, .phase = TaskPhase::COMMUNICATION, .label = "rpc", .seconds = delay_s});
+  p.add({.kind = TaskKind::FLOW, .phase = TaskPhase::COMMUNICATION, .label = "push", .bytes = bytes,
+         .src = {RoleKind::RANK}, .dst = {RoleKind::SERVER, 0}, .deps = {d}});
+  pr.programs = {p};
+  pr.program_of = {0};
+  pr.rank_groups = {{}};
+  pr.rank_peers = {{}};
+  auto pt = point(1, "ps");
+  pt.ps.servers = 1;
+  pt.ps.placement = PsPlacement::DEDICATED;
+  const auto res = simulate_programs(test_platforms::uniform_star(2, BW, LAT), profile(), pt, pr);
+  CHECK(res.iteration_time_s == Approx(delay_s + message_s(bytes)).epsilon(1e-6));
+  CHECK(res.breakdown.communication_s == Approx(res.iteration_time_s).epsilon(1e-9));
+}
+
+TEST_CASE("sim::Executor: folded nodes' flows are their representatives', k nodes' bytes each", "[sim][executor]") {
+  // Four one-worker nodes push 10 MB each to a dedicated server, whose port the four flows share: each
+  // iteration is one route's latency plus 40 MB at the port's rate, and the server applies each push (1 ms
+  // a node, one after another). Folded as {0, 1} and {2, 3} (each representative's own links twice as
+  // wide), two flows of 20 MB share the port and each apply does two nodes' work: the same time and bytes,
+  // half the flows; the mirrors end with their representatives.
+  const double bytes = 10e6, apply_s = 1 * MS;
+  auto run = [&](bool fold) {
+    StepPrograms pr;
+    pr.servers = 1;
+    pr.groups = {world_group(4)};
+    RankProgram p;
+    const Role server{RoleKind::SERVER, 0};
+    int push = p.add({.kind = TaskKind::FLOW, .phase = TaskPhase::COMMUNICATION, .label = "push", .bytes = bytes,
+                      .src = {RoleKind::RANK}, .dst = server});
+    int apply = p.add({.kind = TaskKind::SERVE, .phase = TaskPhase::COMMUNICATION, .label = "apply", .seconds = apply_s,
+                       .dst = server, .deps = {push}});
+    p.add({.kind = TaskKind::BARRIER, .group = 0, .deps = {apply}});
+    pr.programs = {p};
+    pr.program_of.assign(4, 0);
+    pr.rank_groups.assign(4, {0});
+    pr.rank_peers.assign(4, {});
+    if (fold) pr.fold = {.groups = {{0, 1}, {2, 3}}, .refs = {server}};
+    auto pt = point(4, "ps");
+    pt.ps.servers = 1;
+    pt.ps.placement = PsPlacement::DEDICATED;
+    return simulate_programs(test_platforms::uniform_star(5, BW, LAT), profile(), pt, pr);
+  };
+  const auto folded = run(true), plain = run(false);
+  // The pushes arrive together after 40 MB; the server then applies them one after another.
+  CHECK(plain.iteration_time_s == Approx(message_s(4 * bytes) + 4 * apply_s).epsilon(1e-6));
+  CHECK(folded.iteration_time_s == Approx(plain.iteration_time_s).epsilon(1e-9));
+  CHECK(folded.inter_node_bytes == Approx(plain.inter_node_bytes));
+  CHECK(folded.throughput == Approx(plain.throughput).epsilon(1e-9));  // every rank, mirrors too, finished
+  CHECK(folded.flows * 2 == plain.flows);
+}

@@ -8,6 +8,8 @@
 #include "common/errors.hpp"
 #include "sim/src/plan/planners.hpp"
 #include "sim/src/plan/program.hpp"
+#include "platforms/transport.hpp"
+#include "tests/sim/comm_test_platforms.hpp"
 #include "tests/sim/profile_test_support.hpp"
 
 using namespace dtsim;
@@ -138,4 +140,185 @@ TEST_CASE("sim::Programs: flows and serves name roles the executor can map", "[s
                     q.add({.kind = TaskKind::COLLECTIVE, .label = "b", .operation = "broadcast", .group = 0, .algorithm = "ring"});
                   })),
                   Failure);
+}
+
+namespace {
+TrainingPoint ps_point(int workers, int servers) {
+  TrainingPoint p;
+  p.workers = workers;
+  p.workers_per_node = 1;
+  p.strategy = strategy_by_name("ps");
+  p.ps.servers = servers;
+  p.ps.balance = PsBalance::ROUND_ROBIN;
+  return p;
+}
+platforms::Platform test_platforms_star() { return test_platforms::uniform_star(16, 1.25e9, 5e-6); }
+Layout layout_of(const TrainingPoint& p) { return {.nodes = p.workers / p.workers_per_node, .workers_per_node = p.workers_per_node}; }
+double sum_seconds(const std::vector<const Task*>& tasks) {
+  return std::accumulate(tasks.begin(), tasks.end(), 0.0, [](double a, const Task* t) { return a + t->seconds; });
+}
+}  // namespace
+
+TEST_CASE("sim::Planners: a synchronous parameter server pulls each shard, pushes each layer and applies it",
+          "[sim][planners]") {
+  // Four parameter layers round robin on two servers: server 0 holds l1 and l3 (10 + 30 B), server 1 l2 and
+  // l4 (20 + 40 B). One program for every worker.
+  const auto prof = profile_of({0, 10, 20, 30, 40});
+  const auto plan = plan_iteration(prof, 0);
+  auto point = ps_point(4, 2);
+  point.ps.apply_s_per_B = 1e-3;
+  const auto programs = plan_parameter_server(plan, prof, point, test_platforms_star(), layout_of(point));
+  REQUIRE_NOTHROW(check_programs(programs));
+  REQUIRE(programs.programs.size() == 1);
+  CHECK(programs.servers == 2);
+  const auto& p = programs.of(3);
+  const auto pulls = tasks_of(p, TaskKind::FLOW, "pull"), pushes = tasks_of(p, TaskKind::FLOW, "push");
+  REQUIRE(pulls.size() == 2);
+  CHECK(pulls[0]->src == Role{RoleKind::SERVER, 0});
+  CHECK(pulls[0]->bytes == 40);
+  CHECK(pulls[1]->bytes == 60);
+  CHECK(pushes.size() == 4);  // one per parameter layer (TF pushes per variable)
+  CHECK(sum_bytes(pushes) == Approx(plan.grad_bytes));
+  // Forward waits for both pulls; every push is applied on its server, 1 ms a byte.
+  const auto& forward = *tasks_of(p, TaskKind::COMPUTE, "forward").front();
+  CHECK(forward.deps.size() == 3);  // the input and two pulls
+  CHECK(sum_seconds(tasks_of(p, TaskKind::SERVE, "apply push")) == Approx(plan.grad_bytes * 1e-3));
+  // The step ends at a barrier of every worker after every apply and the backward.
+  const auto barrier = tasks_of(p, TaskKind::BARRIER);
+  REQUIRE(barrier.size() == 1);
+  CHECK(barrier[0]->seconds == 0);
+  CHECK(barrier[0]->deps.size() == 4 + 1);
+  // No RPC layer: no serving queue, no client delay.
+  CHECK(tasks_of(p, TaskKind::DELAY).empty());
+  CHECK(programs.serve_queues.empty());
+  // The busiest shard's CPU: every worker's push of server 1's 60 B.
+  CHECK(programs.busiest_server_s == Approx(4 * 60 * 1e-3));
+  CHECK(programs.fold.groups.empty());  // fine mode: nothing folded
+
+  SECTION("without server apply the barrier holds the busiest shard's share of one update") {
+    point.ps.apply_s_per_B = 0;
+    const auto sync = plan_parameter_server(plan, prof, point, test_platforms_star(), layout_of(point));
+    CHECK(tasks_of(sync.of(0), TaskKind::SERVE).empty());
+    CHECK(tasks_of(sync.of(0), TaskKind::BARRIER)[0]->seconds == Approx(plan.update_s * 60 / 100));
+  }
+  SECTION("an RPC layer: the server's threads serve each call, the client pays its software time") {
+    point.ps.transport = "grpc";
+    const auto rpc = plan_parameter_server(plan, prof, point, test_platforms_star(), layout_of(point));
+    const auto& grpc = platforms::transport_by_name("grpc", platforms::TransportScope::RPC);
+    REQUIRE(rpc.serve_queues.size() == 1);
+    CHECK(rpc.serve_queues[0].threads == grpc.rpc_server_threads);
+    CHECK(rpc.serve_queues[0].per_call_s == grpc.rpc_server_cpu_per_call_s);
+    const auto& q = rpc.of(0);
+    // Two calls per pull (two variables a shard), one per push.
+    double calls = 0;
+    for (const Task* t : tasks_of(q, TaskKind::SERVE)) calls += t->calls;
+    CHECK(calls == 2 + 2 + 4);
+    CHECK(sum_seconds(tasks_of(q, TaskKind::DELAY, "pull call")) ==
+          Approx(grpc.rpc_cost_s(2, 40) + grpc.rpc_cost_s(2, 60)));
+    CHECK(tasks_of(q, TaskKind::DELAY, "push call").size() == 4);
+  }
+  SECTION("a bad apply cost is refused as input") {
+    point.ps.apply_s_per_B = -1;
+    CHECK_THROWS_AS(plan_parameter_server(plan, prof, point, test_platforms_star(), layout_of(point)), InputError);
+  }
+}
+
+TEST_CASE("sim::Planners: a coarse parameter-server job folds whole switches onto their first nodes",
+          "[sim][planners]") {
+  const auto prof = profile_of({0, 10, 20, 30, 40});
+  const auto plan = plan_iteration(prof, 0);
+  auto platform = test_platforms_star();
+  platform.network.topology = platforms::TopologyKind::FAT_TREE;
+  platform.network.fat_tree.levels = 2;
+  platform.network.fat_tree.down = {4, 2};
+  auto point = ps_point(8, 2);
+  point.fidelity.comm_mode = CommMode::COARSE;
+  SECTION("dedicated servers: every switch, routes checked against the used servers") {
+    point.ps.placement = PsPlacement::DEDICATED;
+    const auto programs = plan_parameter_server(plan, prof, point, platform, layout_of(point));
+    CHECK(programs.fold.groups == std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
+    CHECK(programs.fold.refs == std::vector<Role>{{RoleKind::SERVER, 0}, {RoleKind::SERVER, 1}});
+    CHECK_FALSE(programs.fold.weighted);
+    CHECK(programs.fold.bytes_to == std::vector<double>{40, 60});
+    // Coarse pushes: at most 8 groups, here the four layers' own (each a quarter or more of the bytes).
+    CHECK(programs.fold.flows_per_group == 2 + 4);
+  }
+  SECTION("colocated servers: only the switches without one, weighted") {
+    point.ps.placement = PsPlacement::COLOCATED;
+    point.ps.servers = 1;
+    auto wide = point;
+    wide.workers = 12;
+    platform.network.fat_tree.down = {4, 3};
+    const auto programs = plan_parameter_server(plan, prof, wide, platform, layout_of(wide));
+    CHECK(programs.fold.groups == std::vector<std::vector<int>>{{4, 5, 6, 7}, {8, 9, 10, 11}});
+    CHECK(programs.fold.weighted);
+  }
+  SECTION("real input data: no fold") {
+    point.input.data = DataMode::REAL;
+    CHECK(plan_parameter_server(plan, prof, point, platform, layout_of(point)).fold.groups.empty());
+  }
+}
+
+TEST_CASE("sim::Planners: ps-replicated sums a node's gradients on its first GPU, which pushes and pulls for it",
+          "[sim][planners]") {
+  const auto prof = profile_of({0, 10, 20, 30, 40});
+  const auto plan = plan_iteration(prof, 0);
+  auto point = ps_point(8, 2);
+  point.strategy = strategy_by_name("ps-replicated");
+  point.workers_per_node = 4;
+  point.ps.apply_s_per_B = 1e-3;
+  const auto programs = plan_parameter_server(plan, prof, point, test_platforms_star(), layout_of(point));
+  REQUIRE_NOTHROW(check_programs(programs));
+  REQUIRE(programs.programs.size() == 2);  // the nodes' first GPUs, and every other GPU
+  CHECK(programs.program_of == std::vector<int>{0, 1, 1, 1, 0, 1, 1, 1});
+  CHECK(programs.rank_peers[4] == std::vector<int>{5, 6, 7});
+  CHECK(programs.rank_peers[6] == std::vector<int>{4});
+  const auto& leader = programs.of(0);
+  const auto& other = programs.of(1);
+  CHECK(tasks_of(leader, TaskKind::FLOW, "pull").size() == 2);
+  CHECK(sum_bytes(tasks_of(leader, TaskKind::FLOW, "push")) == Approx(plan.grad_bytes));
+  CHECK(tasks_of(other, TaskKind::FLOW).empty());
+  // Each other GPU sends all its gradients to the first and takes the parameters from it.
+  CHECK(sum_bytes(tasks_of(other, TaskKind::SEND, "local gradients")) == Approx(plan.grad_bytes));
+  CHECK(sum_bytes(tasks_of(other, TaskKind::RECV, "local parameters")) == Approx(plan.grad_bytes));
+  CHECK(sum_bytes(tasks_of(leader, TaskKind::RECV, "local gradients")) == Approx(3 * plan.grad_bytes));
+  CHECK(tasks_of(leader, TaskKind::SEND, "local parameters").size() == 3);
+  // A push waits for the node's gradients of its layers: its own backward and the three copies.
+  const Task& push = *tasks_of(leader, TaskKind::FLOW, "push").front();
+  CHECK(push.deps.size() == 1 + 3);
+  // Copies are compute-side traffic, not the rank's communication; both programs end at one barrier.
+  for (const auto* p : {&leader, &other}) {
+    for (const Task* t : tasks_of(*p, TaskKind::SEND)) CHECK(t->phase != TaskPhase::COMMUNICATION);
+    CHECK(tasks_of(*p, TaskKind::BARRIER).size() == 1);
+  }
+  CHECK(programs.busiest_server_s == Approx(2 * 60 * 1e-3));  // two nodes' pushes of the busiest shard
+}
+
+TEST_CASE("sim::Planners: ps-async has no barrier and folds only beyond the unfolded budget, at shared paces",
+          "[sim][planners]") {
+  const auto prof = profile_of({0, 10, 20, 30, 40});
+  const auto plan = plan_iteration(prof, 0);
+  auto point = ps_point(16, 2);
+  point.strategy = strategy_by_name("ps-async");
+  point.fidelity.comm_mode = CommMode::COARSE;
+  point.ps.placement = PsPlacement::DEDICATED;
+  auto platform = test_platforms_star();
+  const auto small = plan_parameter_server(plan, prof, point, platform, layout_of(point));
+  REQUIRE_NOTHROW(check_programs(small));
+  CHECK(tasks_of(small.of(0), TaskKind::BARRIER).empty());
+  CHECK(small.groups.empty());
+  CHECK(small.busiest_server_s == 0);   // no server apply, no update: nothing waits for it
+  CHECK(small.fold.groups.empty());     // 16 workers under the budget: each simulated
+  // 256 one-GPU nodes on switches of 16: beyond 128 workers they fold, 16 groups... kept at 32 paces: 8
+  // nodes a group, each group at its devices' mean pace.
+  point.workers = 256;
+  platform.nodes = 300;
+  platform.network.topology = platforms::TopologyKind::FAT_TREE;
+  platform.network.fat_tree.levels = 2;
+  platform.network.fat_tree.down = {16, 16};
+  const auto big = plan_parameter_server(plan, prof, point, platform, layout_of(point));
+  CHECK(big.fold.shared_pace);
+  CHECK(big.fold.min_groups == 32);
+  REQUIRE(big.fold.groups.size() == 32);
+  CHECK(big.fold.groups[1] == std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
 }

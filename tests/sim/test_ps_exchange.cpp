@@ -71,7 +71,7 @@ sim::TrainingPoint point(const std::string& strategy, int workers, int servers, 
 
 }  // namespace
 
-TEST_CASE("sim::PsExchange: coarse traffic agrees with per-layer traffic within 3%", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: coarse traffic agrees with per-layer traffic within 3%", "[sim][ps]") {
   const auto plat = fat_tree(64);
   const auto prof = profile(48);
   for (const char* strategy : {"ps", "ps-async"}) {
@@ -89,7 +89,7 @@ TEST_CASE("sim::PsExchange: coarse traffic agrees with per-layer traffic within 
   }
 }
 
-TEST_CASE("sim::PsExchange: coarse pushes are bounded per worker-server pair", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: coarse pushes are bounded per worker-server pair", "[sim][ps]") {
   const auto plat = fat_tree(64);
   const auto prof = profile(96);
   const auto r = sim::simulate_training(plat, prof, point("ps", 16, 4, sim::CommMode::COARSE, 1));
@@ -99,7 +99,7 @@ TEST_CASE("sim::PsExchange: coarse pushes are bounded per worker-server pair", "
   CHECK(fine.flows == 16 * (4 + 96));
 }
 
-TEST_CASE("sim::PsExchange: 512 and 1024 workers with many servers do not abort", "[.][sim][ps-scale]") {
+TEST_CASE("sim::ParameterServer: 512 and 1024 workers with many servers do not abort", "[.][sim][ps-scale]") {
   const auto plat = fat_tree(1024);
   const auto prof = profile(16);
   for (const char* strategy : {"ps", "ps-async", "ps-replicated"}) {
@@ -138,7 +138,7 @@ platforms::Platform dragonfly(int gpus) {
 constexpr double ASYNC_ROUTER_FOLD_BUDGET = 1'200;
 
 // Nodes per fold group on the test dragonfly (4-node routers, 64 one-GPU nodes): a router, or for
-// asynchronous workers a pair, which keeps 32 groups drifting apart (ASYNC_MIN_PACES in ps.cpp).
+// asynchronous workers a pair, which keeps 32 groups drifting apart (ASYNC_MIN_PACES in plan/parameter_server.cpp).
 int async_aware_fold(const std::string& strategy) { return strategy == "ps-async" ? 2 : 4; }
 
 sim::TrainingPoint dedicated(const std::string& strategy, int workers, int servers, sim::CommMode mode, bool fold) {
@@ -167,7 +167,7 @@ FoldedAndPlain colocated_folded_and_plain(const platforms::Platform& plat, const
 
 }  // namespace
 
-TEST_CASE("sim::PsExchange: folded workers give the unfolded max-min result", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: folded workers give the unfolded max-min result", "[sim][ps]") {
   // Every flow on a shared link stands for 4 workers and the representatives' own links carry 4x:
   // the max-min rates are exactly 4x those of one worker, so the timeline is the same.
   const auto prof = profile(48);
@@ -184,7 +184,7 @@ TEST_CASE("sim::PsExchange: folded workers give the unfolded max-min result", "[
   }
 }
 
-TEST_CASE("sim::PsExchange: folded coarse traffic agrees with per-layer traffic within 3%", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: folded coarse traffic agrees with per-layer traffic within 3%", "[sim][ps]") {
   const auto prof = profile(48);
   for (const char* strategy : {"ps", "ps-async", "ps-replicated"}) {
     const int gpus = std::string(strategy) == "ps-replicated" ? 2 : 1;
@@ -198,7 +198,7 @@ TEST_CASE("sim::PsExchange: folded coarse traffic agrees with per-layer traffic 
   }
 }
 
-TEST_CASE("sim::PsExchange: groups of switches folded with load-scaled links stay within 3% of the exact fold",
+TEST_CASE("sim::ParameterServer: groups of switches folded with load-scaled links stay within 3% of the exact fold",
           "[sim][ps]") {
   // A flow budget of one asks for the largest grouping: all worker nodes in one group (several routers
   // and chassis), whose routes differ beyond private links; links are scaled by the flows they carry
@@ -222,7 +222,7 @@ TEST_CASE("sim::PsExchange: groups of switches folded with load-scaled links sta
   }
 }
 
-TEST_CASE("sim::PsExchange: a load-scaled fold is refused where links only some workers use are busy",
+TEST_CASE("sim::ParameterServer: a load-scaled fold is refused where links only some workers use are busy",
           "[sim][ps]") {
   // Router and chassis links at the NIC's rate: the links into each chassis are as busy as the servers'
   // NICs, so all 64 nodes folded into one would hide the slower workers behind them. The grouping is
@@ -238,7 +238,7 @@ TEST_CASE("sim::PsExchange: a load-scaled fold is refused where links only some 
   CHECK(refused.throughput == Approx(exact.throughput).epsilon(1e-3));
 }
 
-TEST_CASE("sim::PsExchange: colocated servers: the switches without one are folded, weighted, exactly",
+TEST_CASE("sim::ParameterServer: colocated servers: the switches without one are folded, weighted, exactly",
           "[sim][ps]") {
   // 16 servers on nodes 0-15 (routers 0-3); routers 4-15 fold onto one node each. Their flows share the
   // servers' NICs with the unfolded nodes' flows, each weighted as the 4 flows it stands for.
@@ -255,7 +255,7 @@ TEST_CASE("sim::PsExchange: colocated servers: the switches without one are fold
   }
 }
 
-TEST_CASE("sim::PsExchange: colocated servers on one-device nodes split roles and fold every switch", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: colocated servers on one-device nodes split roles and fold every switch", "[sim][ps]") {
   // 16 servers on nodes 0-15 (routers 0-3). With split roles each of those nodes' devices has a NIC of
   // its own and the node's router link is twice as wide: every router folds onto one node, as with
   // dedicated servers. Against every worker simulated, with roles split and not. A member's flows to
@@ -274,7 +274,7 @@ TEST_CASE("sim::PsExchange: colocated servers on one-device nodes split roles an
   CHECK(split_folded.inter_node_bytes == Approx(split_plain.inter_node_bytes).epsilon(1e-9));
 }
 
-TEST_CASE("sim::PsExchange: beyond the budget, split roles group server-less routers by route class", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: beyond the budget, split roles group server-less routers by route class", "[sim][ps]") {
   // A budget of one asks for the largest groups. Routers 0-3 hold the servers and fold alone; the other
   // routers are grouped only with routers whose nodes cross the same busy links (World::route_classes),
   // beside them, in groups of different sizes (weighted flows): the busy links keep their loads exactly.
@@ -292,7 +292,7 @@ TEST_CASE("sim::PsExchange: beyond the budget, split roles group server-less rou
   CHECK(grouped_r.inter_node_bytes == Approx(exact_r.inter_node_bytes).epsilon(1e-9));
 }
 
-TEST_CASE("sim::PsExchange: colocated servers left empty do not keep their switches unfolded", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: colocated servers left empty do not keep their switches unfolded", "[sim][ps]") {
   // 12 variables on 32 servers: servers 0-11 (routers 0-2) hold them, servers 12-31 (routers 3-7) hold
   // nothing, send and receive nothing, and their nodes fold like server-less ones: 12 nodes plus 13
   // representatives send flows (26 asynchronous ones, in pairs), where counting every server kept
@@ -308,7 +308,7 @@ TEST_CASE("sim::PsExchange: colocated servers left empty do not keep their switc
   }
 }
 
-TEST_CASE("sim::PsExchange: asynchronous workers on devices of their own speed fold at their mean pace",
+TEST_CASE("sim::ParameterServer: asynchronous workers on devices of their own speed fold at their mean pace",
           "[sim][ps]") {
   // Each device keeps its own factor (log-normal spread); asynchronous workers run at it. A folded
   // router's representative runs at its members' harmonic-mean factor (their mean compute rate); the
@@ -341,7 +341,7 @@ TEST_CASE("sim::PsExchange: asynchronous workers on devices of their own speed f
   }
 }
 
-TEST_CASE("sim::PsExchange: workers with their own compute variation are not folded", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: workers with their own compute variation are not folded", "[sim][ps]") {
   const auto prof = profile(48);
   const auto plat = dragonfly(1);
   auto jitter = dedicated("ps", 64, 16, sim::CommMode::COARSE, true);
@@ -351,10 +351,10 @@ TEST_CASE("sim::PsExchange: workers with their own compute variation are not fol
   CHECK(sim::simulate_training(plat, prof, jitter).flows == sim::simulate_training(plat, prof, jitter_plain).flows);
 }
 
-TEST_CASE("sim::PsExchange: beyond 128 asynchronous workers fold even under the flow budget", "[sim][ps]") {
+TEST_CASE("sim::ParameterServer: beyond 128 asynchronous workers fold even under the flow budget", "[sim][ps]") {
   // One server: 192 workers (48 four-GPU nodes) start far fewer flows per iteration than the budget,
   // but their flows queue at the server, so every event re-solves nearly all of them (the cost grows
-  // with the square of the workers: ASYNC_MAX_UNFOLDED_WORKERS in ps.cpp). 128 workers stay unfolded.
+  // with the square of the workers: ASYNC_MAX_UNFOLDED_WORKERS in plan/parameter_server.cpp). 128 workers stay unfolded.
   const auto prof = profile(12);
   const auto plat = dragonfly(4);
   for (const int workers : {128, 192}) {

@@ -1,7 +1,7 @@
 // Internal to sim/: how gradients are exchanged during an iteration. The training replay
 // (training.cpp) owns compute, input I/O, byte accounting and results, and calls an Exchange at fixed
-// hooks; each family with hooks (allreduce for Horovod's cycle, parameter servers) is one file. Every
-// family, also those played only as step programs (nn.DataParallel), is listed once in table.cpp with
+// hooks; each family with hooks (allreduce, for Horovod's cycle) is one file. Every family, also those
+// played only as step programs (nn.DataParallel, the parameter servers), is listed once in table.cpp with
 // its name, description and properties, from which names, --help and errors come.
 #pragma once
 #include <functional>
@@ -37,9 +37,6 @@ class ReplayServices {
   virtual int workers() const = 0;
   virtual int iterations() const = 0;
   virtual double factor(int rank, int it) const = 0;  // the worker's compute-time factor (variability)
-  // The ranks run at one pace from now on: each iteration's factor becomes their harmonic mean, the
-  // factor of their mean compute rate (a folded group of asynchronous workers, PsExchange).
-  virtual void share_pace(const std::vector<int>& ranks) = 0;
   virtual bool tracing(int it) const = 0;             // this iteration is the one traced
   virtual TraceRecorder& trace() = 0;
 
@@ -73,8 +70,6 @@ class Exchange {
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
-  // Parameter-server hosts (dedicated nodes counted in the layout); 0 for the others.
-  virtual int servers() const { return 0; }
   // Names the exchange's trace tracks.
   virtual void name_tracks() {}
   // Events `rank` waits for before its forward pass of iteration `it` (parameters, a scattered input).
@@ -87,10 +82,6 @@ class Exchange {
   virtual void bucket_ready(int rank, int it, std::size_t k) = 0;
   // The rank's backward is over; the exchange ends the iteration (update_and_end or end_iteration).
   virtual void backward_done(int rank, int it) = 0;
-  // Node hosting the busiest parameter-server shard's NIC, or -1 (explanations).
-  virtual int server_on_node(int /*node*/) const { return -1; }
-  // Seconds the busiest parameter-server shard's CPU spends applying one iteration's update (0: none).
-  virtual double busiest_server_update_s() const { return 0; }
 
  protected:
   ReplayServices& replay_;
@@ -117,7 +108,7 @@ struct ExchangeFamily {
   // A family played as step programs (sim/src/plan/): the ranks' programs for a point, or nullopt where the
   // point needs the exchange's hooks (make). Null: the family always runs through its hooks.
   std::function<std::optional<StepPrograms>(const IterationPlan&, const calibrate::ComputeProfile&,
-                                            const TrainingPoint&)>
+                                            const TrainingPoint&, const platforms::Platform&, const Layout&)>
       plan = nullptr;
 };
 
@@ -131,9 +122,5 @@ std::unique_ptr<Exchange> make_allreduce_exchange(ReplayServices& replay, const 
 // exchange's hooks play.
 std::optional<StepPrograms> plan_allreduce_family(const IterationPlan& plan, const calibrate::ComputeProfile& profile,
                                                   const TrainingPoint& point);
-std::unique_ptr<Exchange> make_ps_exchange(ReplayServices& replay, const Strategy& strategy);
-// Layout::server_nic_nodes for a point: the colocated servers' nodes when the parameter-server family
-// will fold them (coarse, one device per node, whole switches), else 0.
-int ps_split_server_nodes(const platforms::Platform& platform, const TrainingPoint& point, const Layout& layout);
 
 }  // namespace dtsim::sim

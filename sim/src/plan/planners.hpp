@@ -4,6 +4,7 @@
 #include "calibrate/profile.hpp"
 #include "sim/src/plan/program.hpp"
 #include "sim/src/workload.hpp"
+#include "sim/src/world.hpp"
 #include "sim/training.hpp"
 
 namespace dtsim::sim {
@@ -26,6 +27,37 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
 // backward and send their gradients to device 0, which updates once it has them all; the other replicas' step
 // ends with that update. `batch`: samples per replica.
 StepPrograms plan_data_parallel_single_node(const IterationPlan& plan, double batch, const TrainingPoint& point);
+
+// A parameter server's traffic per iteration (sim/src/plan/parameter_server.cpp): per shard its bytes and
+// RPC calls (one per variable) of a pull; the plan's buckets merged into push groups (every bucket alone,
+// or in coarse mode at most 8 of about equal bytes), each pushed when its last bucket's gradient is ready,
+// with its bytes and calls per shard.
+struct PsTraffic {
+  std::vector<double> shard_B, shard_calls;                  // [server]
+  std::vector<std::vector<double>> group_B, group_calls;     // [push group][server]
+  std::vector<double> group_total_B;                         // [push group]: its gradient bytes
+  std::vector<std::size_t> group_of;                         // [bucket] -> push group
+  std::vector<bool> closes_group;                            // [bucket]: its group's last (the push starts here)
+};
+PsTraffic ps_traffic(const calibrate::ComputeProfile& profile, const IterationPlan& plan, const TrainingPoint& point);
+
+// The worker nodes under one switch (leaf switch, dragonfly router; a star's single switch): the unit the
+// parameter servers' folds keep alike. 1 on a torus, whose nodes route through each other.
+int nodes_per_switch(const platforms::Platform& platform, int nodes);
+
+// The parameter-server families (`ps`, `ps-replicated`, `ps-async`; sim/src/plan/parameter_server.cpp):
+// every worker (ps-replicated: every node's first GPU, after the node's other GPUs copied their gradients
+// to it) pulls each shard, computes, pushes each push group to the shards as backward produces it (client
+// RPC time, the flow, the server's serving threads, its CPU's apply); synchronous families wait at a
+// barrier of all workers (then, without server apply, the busiest shard's one update), ps-async workers
+// go on alone. Coarse mode folds whole switches (StepPrograms::fold). `layout`: the point's nodes
+// (Layout::server_nic_nodes: split server nodes).
+StepPrograms plan_parameter_server(const IterationPlan& plan, const calibrate::ComputeProfile& profile,
+                                   const TrainingPoint& point, const platforms::Platform& platform, const Layout& layout);
+
+// Layout::server_nic_nodes for a point: the colocated servers' nodes when the parameter-server family
+// will fold them (coarse, one device per node, whole switches), else 0.
+int ps_split_server_nodes(const platforms::Platform& platform, const TrainingPoint& point, const Layout& layout);
 
 // A transformer's parallel layout (point.layout, active): every pipeline rank's schedule of micro-batch
 // forwards and backwards with its tensor/context/expert collectives, activations sent between stages,

@@ -23,6 +23,7 @@ const char* to_string(TaskKind kind) {
     case TaskKind::INPUT: return "input";
     case TaskKind::FLOW: return "flow";
     case TaskKind::SERVE: return "serve";
+    case TaskKind::BARRIER: return "barrier";
   }
   return "?";
 }
@@ -84,6 +85,9 @@ void check_programs(const StepPrograms& programs) {
       if (t.kind == TaskKind::INPUT && ++inputs > 1) throw bad("a second input wait (one batch per iteration)");
       if (t.kind == TaskKind::SERVE && t.dst.kind != RoleKind::SERVER && t.dst.kind != RoleKind::NODE_HOST)
         throw bad(fmt::format("serve on {} (a server or the node's host)", to_string(t.dst)));
+      if (t.kind == TaskKind::SERVE && t.queue >= static_cast<int>(programs.serve_queues.size()))
+        throw bad(fmt::format("serving queue {} of {}", t.queue, programs.serve_queues.size()));
+      if (!(std::isfinite(t.calls) && t.calls >= 0)) throw bad(fmt::format("{} calls", t.calls));
       if (t.kind == TaskKind::FLOW || t.kind == TaskKind::SERVE) {
         for (const Role& role : {t.src, t.dst})
           if (role.kind == RoleKind::SERVER && (role.index < 0 || role.index >= programs.servers))
@@ -92,16 +96,25 @@ void check_programs(const StepPrograms& programs) {
       }
     }
   }
-  // The sequence of (operation, bytes) a program issues on each of its group slots: computed once per
-  // program, so that 16,384 replicas of one program cost one pass.
+  for (const auto& q : programs.serve_queues)
+    if (q.threads < 1 || !(std::isfinite(q.per_call_s) && q.per_call_s >= 0))
+      throw Failure(fmt::format("serving queue '{}': {} threads, {} s per call (planner bug)", q.name, q.threads, q.per_call_s));
+  for (const Role& ref : programs.fold.refs)
+    if (ref.kind != RoleKind::SERVER || ref.index < 0 || ref.index >= programs.servers)
+      throw Failure(fmt::format("node fold: reference {} (a server of {}) (planner bug)", to_string(ref), programs.servers));
+  // The sequence of (operation, bytes) a program issues on each of its group slots, a barrier as
+  // ("barrier", its seconds): computed once per program, so that 16,384 replicas of one program cost one pass.
   using Calls = std::vector<std::pair<std::string, double>>;
+  const auto group_call = [](const Task& t) {
+    return t.kind == TaskKind::BARRIER ? std::make_pair(std::string("barrier"), t.seconds) : std::make_pair(t.operation, t.bytes);
+  };
   std::vector<std::vector<Calls>> slot_calls(programs.programs.size());
   for (std::size_t p = 0; p < programs.programs.size(); ++p)
     for (const Task& t : programs.programs[p].tasks)
-      if (t.kind == TaskKind::COLLECTIVE && t.group >= 0) {
+      if ((t.kind == TaskKind::COLLECTIVE || t.kind == TaskKind::BARRIER) && t.group >= 0) {
         auto& v = slot_calls[p];
         if (v.size() <= static_cast<std::size_t>(t.group)) v.resize(static_cast<std::size_t>(t.group) + 1);
-        v[static_cast<std::size_t>(t.group)].emplace_back(t.operation, t.bytes);
+        v[static_cast<std::size_t>(t.group)].push_back(group_call(t));
       }
   // Each group's members must issue the same sequence on it; the first member's is the reference.
   std::vector<const Calls*> reference(programs.groups.size(), nullptr);
@@ -119,7 +132,7 @@ void check_programs(const StepPrograms& programs) {
       auto bad = [&](const std::string& what) {
         return Failure(fmt::format("rank {} task '{}': {} (planner bug)", r, t.label, what));
       };
-      if (t.kind == TaskKind::COLLECTIVE) {
+      if (t.kind == TaskKind::COLLECTIVE || t.kind == TaskKind::BARRIER) {
         if (t.group < 0 || t.group >= static_cast<int>(slots_g.size())) throw bad("no such group slot");
         const int g = slots_g[static_cast<std::size_t>(t.group)];
         if (g < 0 || g >= static_cast<int>(programs.groups.size())) throw bad("unknown process group");
