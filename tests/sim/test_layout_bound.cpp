@@ -3,7 +3,9 @@
 // whatever the layout, equal to the longest path of the programs themselves, and none under jitter.
 #include <catch2/catch.hpp>
 
+#include "common/errors.hpp"
 #include "platforms/platform.hpp"
+#include "sim/comm.hpp"
 #include "sim/layout_bound.hpp"
 #include "sim/src/plan/planners.hpp"
 #include "tests/sim/comm_test_platforms.hpp"
@@ -94,6 +96,50 @@ TEST_CASE("sim::LayoutBound: a collective's bound is its bytes over the links th
   CHECK(h100.collective_s("reduce-scatter", B, g3) == Approx(3.0 / 4 * B / rail_Bps));
   CHECK(h100.p2p_s(B, 0, 8) == Approx(B / rail_Bps));
   CHECK(h100.p2p_s(B, 0, 1) == Approx(B / port_Bps));
+}
+
+TEST_CASE("sim::LayoutBound: no collective algorithm beats its bound on any shipped platform", "[sim][layout]") {
+  // Every algorithm of the collective table, simulated alone on every shipped platform: inside one node,
+  // over two nodes and with one rank on each of four nodes.
+  const std::vector<std::pair<std::string, std::string>> patterns{
+      {"allreduce-ring", "allreduce"},     {"allreduce-tree", "allreduce"}, {"allreduce-rhd", "allreduce"},
+      {"allreduce-rd", "allreduce"},       {"allreduce-hier", "allreduce"}, {"allreduce-nvls", "allreduce"},
+      {"reduce-scatter-ring", "reduce-scatter"}, {"allgather-ring", "allgather"},
+      {"alltoall-pairwise", "alltoall"},   {"broadcast-binomial", "broadcast"},
+  };
+  const double B = 64e6;
+  int checked = 0;
+  for (const auto& name : platforms::platform_names()) {
+    const auto platform = platforms::load_platform(name);
+    const int per_node = platform.default_workers_per_node();
+    std::vector<std::pair<int, int>> shapes;  // (workers, per node)
+    if (per_node > 1) shapes.emplace_back(per_node, per_node);
+    if (platform.nodes >= 2) shapes.emplace_back(2 * per_node, per_node);
+    if (platform.nodes >= 4) shapes.emplace_back(4, 1);
+    for (const auto& [workers, wpn] : shapes)
+      for (const auto& [pattern, operation] : patterns) {
+        INFO(name << " " << pattern << " " << workers << " ranks, " << wpn << " per node");
+        CommRequest req;
+        req.pattern = pattern;
+        req.workers = workers;
+        req.workers_per_node = wpn;
+        req.bytes = B;
+        CommResult r;
+        try {
+          r = simulate_comm(platform, req);
+        } catch (const InputError&) {
+          continue;  // an algorithm the platform cannot run (NVLink SHARP without an NVSwitch that reduces)
+        }
+        std::vector<int> ranks;
+        for (int q = 0; q < workers; ++q) ranks.push_back(q);
+        const CommLowerBound bound(platform, wpn);
+        const double least = bound.collective_s(operation, B, bound.geometry(ranks));
+        CHECK(least > 0);
+        CHECK(least <= r.time_s);
+        ++checked;
+      }
+  }
+  CHECK(checked > 100);
 }
 
 TEST_CASE("sim::LayoutBound: a rank's two streams together: overlapping its collectives slows its compute",
