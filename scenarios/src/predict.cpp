@@ -748,7 +748,7 @@ double layout_lower_bound_s(const Scenario& s, LayoutCache& cache) {
     const Prepared p = prepare(s, cache.impl());
     if (!p.layout.active) return 0;
     const int w = s.workers.front();
-    return sim::layout_iteration_lower_bound_s(profile_of(p, w), point_of(p, w, 0, ""));
+    return sim::layout_iteration_lower_bound_s(p.platform, profile_of(p, w), point_of(p, w, 0, ""));
   } catch (const InputError& e) {
     rethrow_for_file(s, e);
   }

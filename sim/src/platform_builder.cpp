@@ -84,6 +84,60 @@ bool nvswitch_reduces(const platforms::Platform& p) {
   return gpu != nullptr && gpu->nvlink_sharp();  // devices.yaml's microarchitecture field, not the name
 }
 
+NetworkCapacity network_capacity(const platforms::Platform& p) {
+  using platforms::IntraNodeKind;
+  const auto& intra = p.node.intra;
+  const int gpus = std::max(1, p.node.gpus);
+  const double own_Bps = p.node.device_link_Bps();  // each device's own link (NodeBuilder::build: own[g])
+  const double port_Bps = p.network.link_bandwidth_Bps;
+  const double nic_Bps = port_Bps * std::max(1, p.node.nics);  // the node's NIC link, all ports
+  NetworkCapacity c;
+  switch (intra.kind) {
+    case IntraNodeKind::NVSWITCH:  // device to device only through the two NVSwitch ports
+      c.rank_intra_Bps = intra.link_bandwidth_Bps * std::max(1, intra.links_per_gpu);
+      break;
+    case IntraNodeKind::NVLINK_HYBRID_CUBE_MESH:  // at most every other GPU a direct neighbour, and the PCIe side
+      c.rank_intra_Bps = own_Bps + (gpus - 1) * intra.link_bandwidth_Bps * std::max(1, intra.links_per_pair);
+      break;
+    case IntraNodeKind::NVLINK: {
+      std::vector<double> incident(static_cast<std::size_t>(gpus), 0.0);
+      for (const auto& pr : intra.pairs)
+        for (int g : {pr.a, pr.b})
+          if (g >= 0 && g < gpus) incident[static_cast<std::size_t>(g)] += intra.link_bandwidth_Bps * pr.bricks;
+      c.rank_intra_Bps = own_Bps + *std::max_element(incident.begin(), incident.end());
+      break;
+    }
+    case IntraNodeKind::PCIE:
+    case IntraNodeKind::SHARED_MEMORY:
+      c.rank_intra_Bps = own_Bps;
+      break;
+  }
+  // GPUs reach the NIC over their own link; shared-memory (CPU) processes straight through the NIC link.
+  const bool via_own = intra.kind != IntraNodeKind::SHARED_MEMORY;
+  const int rails = node_rails(p);
+  const double nic_path_Bps = rails > 1 ? port_Bps : nic_Bps;
+  c.rank_inter_Bps = via_own ? std::min(own_Bps, nic_path_Bps) : nic_path_Bps;
+  c.node_inter_Bps = rails > 1 ? rails * port_Bps : nic_Bps;
+  // SimGrid charges a flow rate / factor on each link of its route (transport.cpp), so a link carries at
+  // most its bandwidth x the largest factor its flows get: the transport's largest over its size bands
+  // (a pair staged through host memory is capped, not factored: 1).
+  const auto largest_factor = [&](const platforms::Transport& t) {
+    double f = 0;
+    for (const auto& band : t.bands) f = std::max(f, t.bandwidth_factor(band.min_size_B, p.network.protocol_efficiency));
+    return f;
+  };
+  const double intra_factor =
+      p.any_gpus_staged()
+          ? std::max(1.0, largest_factor(platforms::transport_by_name(intra.transport, platforms::TransportScope::INTRA_NODE)))
+          : largest_factor(platforms::transport_by_name(intra.transport, platforms::TransportScope::INTRA_NODE));
+  const double inter_factor =
+      largest_factor(platforms::transport_by_name(p.network.transport, platforms::TransportScope::INTER_NODE));
+  c.rank_intra_Bps *= intra_factor;
+  c.rank_inter_Bps *= inter_factor;  // node-crossing flows take the network transport's factor on every link
+  c.node_inter_Bps *= inter_factor;
+  return c;
+}
+
 namespace {
 
 // One node: a full zone with explicit routes between its devices, its node host, its storage end

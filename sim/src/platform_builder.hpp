@@ -43,6 +43,22 @@ int rail_of_gpu(const platforms::Platform& platform, int gpu);
 // NVSwitch with Hopper GPUs (NVIDIA H100 Tensor Core GPU Architecture whitepaper, "NVLink Switch System").
 bool nvswitch_reduces(const platforms::Platform& platform);
 
+// Upper bounds on the rates the built platform lets a device move bytes at, one direction (links are
+// full duplex, each half of the same bandwidth), from the links the builder below attaches: what a lower
+// bound on a collective's time divides its bytes by (sim/layout_bound.hpp). Transport factors are <= 1
+// and a protocol's efficiency puts bytes / efficiency on the wire, so no flow beats these.
+struct NetworkCapacity {
+  // Everything a device exchanges with the other devices of its node crosses its NVSwitch port, or its
+  // own link and its NVLink links (PCIe and NVLink meshes, shared memory): their sum.
+  double rank_intra_Bps = 0;
+  // Everything a device exchanges with other nodes crosses its path to the NIC: its own link (GPUs) and
+  // its rail's NIC port, or the node's NIC ports together: the slowest of them.
+  double rank_inter_Bps = 0;
+  // Everything a node exchanges with other nodes crosses its NIC links: all its ports together.
+  double node_inter_Bps = 0;
+};
+NetworkCapacity network_capacity(const platforms::Platform& platform);
+
 // Nominal host speed in flop/s. Compute is given to the World in seconds (calibrated elsewhere), so
 // the speed only converts seconds to an Exec size; it is not a hardware figure.
 inline constexpr double NOMINAL_HOST_SPEED_FLOPS = 1e9;

@@ -41,8 +41,6 @@ constexpr double EPS_S = 1e-12;
 constexpr double TRACE_MIN_LINK_UTILISATION = 0.01;
 constexpr std::size_t TRACE_MAX_LINK_TRACKS = 32;
 constexpr double PERCENT = 100;
-// Seeds the persistent device factors apart from the per-iteration jitter (same `seed`, own stream).
-constexpr std::uint64_t DEVICE_STREAM = 0x9e3779b97f4a7c15ULL;
 
 struct Interval {
   double start_s, end_s;
@@ -311,17 +309,7 @@ class Replay final : public ReplayServices {
     const auto& v = point_.variability;
     const double device_cv = resolve_device_spread(platform_, point_).cv;
     if (device_cv > 0) {
-      // Persistent factors from their own stream, drawn in device order: a run on N devices uses the
-      // first N draws, so the slowest device of N never gets faster as N grows.
-      std::mt19937_64 rng(v.seed ^ DEVICE_STREAM);
-      std::normal_distribution<double> normal(0.0, 1.0);
-      const double sigma = std::sqrt(std::log1p(device_cv * device_cv));
-      std::vector<double> device(static_cast<std::size_t>(device_of_rank(workers_ - 1)) + 1);
-      for (auto& d : device) d = std::exp(sigma * normal(rng) - 0.5 * sigma * sigma);
-      // Device 0, the one a 1-worker baseline (and an anchor) runs on, is the reference device at the
-      // spread's mean: a measured single-GPU rate describes an unknown, so typical, device. Its own draw
-      // (0.986 at the default seed on GPUs, 0.980 on CPUs) made every efficiency at N >= 2 that much lower.
-      device[0] = 1.0;
+      std::vector<double> device = persistent_device_factors(device_of_rank(workers_ - 1) + 1, device_cv, v.seed);
       // A synchronous step waits for its slowest device, so every worker runs at that device's pace.
       // Simulating each device's own pace moved throughput by 0.6% (Inception-v3, aws-p2-xlarge, 64
       // workers x 16 servers) but desynchronised the workers' flows and cost 20x the simulation time.

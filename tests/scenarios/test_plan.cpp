@@ -263,6 +263,11 @@ TEST_CASE("scenarios::Plan: the pruned search ranks the same top N as simulating
   const auto pruned = run_plan(base, options);
   REQUIRE(all.ranked.size() == all.enumeration.fitting.size());
   CHECK(all.pruned == 0);
+  // Every fitting layout's bound (communication included) is at most its simulated iteration.
+  for (const auto& row : all.ranked) {
+    INFO(row.candidate.key());
+    CHECK(row.bound_s <= base.global_batch / row.result.throughput);
+  }
   // Some layouts were left out, and every fitting one is simulated or left out.
   CHECK(pruned.pruned > 0);
   CHECK(pruned.simulated + pruned.pruned == pruned.enumeration.fitting.size());

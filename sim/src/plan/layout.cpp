@@ -627,19 +627,92 @@ StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const Trainin
   return out;
 }
 
-// The longest path of plan_layout's programs with communication free, played on the schedules directly
-// (docs/layout-search.md "Pruning by bound"): every compute of a pipeline rank one after the other in its
-// schedule's order, a forward after the previous chunk's forward of its micro-batch, a backward after the
-// next chunk's backward; rank 0 starts at 0, the others at minus infinity (they may start earlier). The
-// programs' last backward cut at buckets and ZeRO-3's units add up to the chunk's backward and forward.
-LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profile, const TrainingPoint& point) {
+namespace {
+
+// The ranks of `rank`'s group in each slot, as plan_layout builds them (empty: no such group).
+std::vector<std::vector<int>> slot_ranks(const RankGrid& grid, const ParallelLayout& L, int rank, bool embedding_group) {
+  std::vector<std::vector<int>> out(6);
+  out[TP] = grid.group_of(rank, "tp").ranks;
+  out[CP] = grid.group_of(rank, "cp").ranks;
+  const auto dp_group = grid.group_of(rank, "dp").ranks;
+  if (L.cp > 1) {
+    for (int c : out[CP])
+      for (int q : grid.group_of(c, "dp").ranks) out[DP].push_back(q);
+  } else {
+    out[DP] = dp_group;
+  }
+  const int n = static_cast<int>(dp_group.size());
+  const int i = static_cast<int>(std::find(dp_group.begin(), dp_group.end(), rank) - dp_group.begin());
+  const int e = i / L.ep, j = i % L.ep;
+  for (int k = 0; k < L.ep; ++k) out[EP].push_back(dp_group[static_cast<std::size_t>(e * L.ep + k)]);
+  for (int k = 0; k < n / L.ep; ++k) out[EXPERT_DP].push_back(dp_group[static_cast<std::size_t>(k * L.ep + j)]);
+  const auto pipeline = grid.group_of(rank, "pp").ranks;
+  const int s = grid.coordinate(rank, "pp");
+  if (embedding_group && (s == 0 || s == L.pp - 1)) out[EMBEDDING] = {pipeline.front(), pipeline.back()};
+  return out;
+}
+
+}  // namespace
+
+// The longest path of plan_layout's programs played on the schedules directly (docs/layout-search.md
+// "Pruning by bound"): every compute of a pipeline rank one after the other in its schedule's order, its
+// inline collectives after it, a forward after the previous chunk's forward of its micro-batch and the
+// activation's transfer, a backward after the next chunk's backward and the gradient's; rank 0 starts at
+// 0 (its receives are posted then), the others at minus infinity (they may start earlier). Then rank 0's
+// gradient collectives after their buckets' (or ZeRO-3 units') backward, the update after them and ZeRO
+// 1-2's gather of the updated weights. The programs' last backward cut at buckets and ZeRO-3's units add up
+// to the chunk's backward and forward. Beside it, each pipeline rank's compute and communication streams.
+LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profile, const TrainingPoint& point,
+                                          const CommLowerBound* comm, double overlap_slowdown) {
   const ParallelLayout& L = point.layout;
   check_layout(L, point.workers);
-  const int dp_cp = point.workers / L.model_parallel() * L.cp;  // the optimizer's shards (plan_layout's DP slot)
+  const int dp = point.workers / L.model_parallel();
+  const int dp_cp = dp * L.cp;  // the optimizer's shards (plan_layout's DP slot)
   const std::vector<Chunk> chunks = build_chunks(profile, L);
-  const int pp = L.pp, m = L.micro_batches, total = pp * L.vp;
+  const int pp = L.pp, vp = L.vp, m = L.micro_batches, total = pp * vp;
   constexpr double UNREACHED = -std::numeric_limits<double>::infinity();
   const double NOT_YET = std::numeric_limits<double>::quiet_NaN();
+  // Replica 0's pipeline ranks and the geometry of each one's groups (plan_layout's).
+  double embedding_grad_B = 0;
+  bool tied = false;
+  for (const auto& l : profile.layers) {
+    if (l.op == "embedding") embedding_grad_B += static_cast<double>(l.grad_bytes);
+    if (l.op == "lm_head" && l.grad_bytes == 0) tied = true;
+  }
+  const bool embedding_group = pp > 1 && tied && embedding_grad_B > 0;
+  std::vector<int> stage_rank(static_cast<std::size_t>(pp), 0);
+  std::vector<std::vector<GroupGeometry>> geo(static_cast<std::size_t>(pp), std::vector<GroupGeometry>(6));
+  if (comm) {
+    std::vector<GridDim> dims;
+    std::string rest = L.order;
+    while (!rest.empty()) {
+      const auto dash = rest.find('-');
+      const std::string d = rest.substr(0, dash);
+      dims.push_back({d, d == "tp" ? L.tp : d == "cp" ? L.cp : d == "dp" ? dp : L.pp});
+      rest = dash == std::string::npos ? "" : rest.substr(dash + 1);
+    }
+    const RankGrid grid(dims);
+    stage_rank = grid.group_of(0, "pp").ranks;
+    for (int s = 0; s < pp; ++s) {
+      const int r = stage_rank[static_cast<std::size_t>(s)];
+      const auto slots = slot_ranks(grid, L, r, embedding_group);
+      for (std::size_t k = 0; k < slots.size(); ++k)
+        if (!slots[k].empty()) geo[static_cast<std::size_t>(s)][k] = comm->geometry(slots[k]);
+    }
+  }
+  const auto coll_s = [&](int s, const std::string& op, double bytes, int slot) {
+    return comm ? comm->collective_s(op, bytes, geo[static_cast<std::size_t>(s)][static_cast<std::size_t>(slot)]) : 0.0;
+  };
+  const auto p2p_s = [&](int from, int to) {
+    return comm && pp > 1 ? comm->p2p_s(L.pp_bytes, stage_rank[static_cast<std::size_t>(from)], stage_rank[static_cast<std::size_t>(to)])
+                          : 0.0;
+  };
+  // Each chunk's inline (tensor/context/expert) collectives, forward and backward, on its pipeline rank.
+  std::vector<double> inline_fwd(static_cast<std::size_t>(total), 0.0), inline_bwd(inline_fwd.size(), 0.0);
+  for (int g = 0; g < total; ++g)
+    for (const bool forward : {true, false})
+      for (const auto& c : local_collectives(L, chunks[static_cast<std::size_t>(g)], forward))
+        (forward ? inline_fwd : inline_bwd)[static_cast<std::size_t>(g)] += c.count * coll_s(g % pp, c.operation, c.bytes, c.group);
   // Finish of each (micro-batch, global chunk) forward and backward.
   std::vector<double> fwd(static_cast<std::size_t>(m) * total, NOT_YET), bwd(fwd.size(), NOT_YET);
   const auto at = [&](int micro, int g) { return static_cast<std::size_t>(g) * m + static_cast<std::size_t>(micro); };
@@ -647,7 +720,13 @@ LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profi
   for (int s = 0; s < pp; ++s) steps[static_cast<std::size_t>(s)] = schedule_of(L, s);
   std::vector<std::size_t> next(static_cast<std::size_t>(pp), 0);
   std::vector<double> clock(static_cast<std::size_t>(pp), UNREACHED), busy(static_cast<std::size_t>(pp), 0.0);
+  std::vector<double> comm_busy(static_cast<std::size_t>(pp), 0.0), inline_busy(static_cast<std::size_t>(pp), 0.0);
   clock[0] = 0;
+  const bool zero3 = L.zero == 3 && dp_cp > 1;
+  const std::string grad_op = L.zero >= 1 ? "reduce-scatter" : "allreduce";
+  double rank0_grads_end = 0;  // the latest of rank 0's gradient collectives (the update waits for them)
+  double rank0_sends_end = 0;  // the latest of its sends
+  std::vector<int> remaining_backward(static_cast<std::size_t>(vp), m);
   for (std::size_t left = static_cast<std::size_t>(pp); left > 0;) {
     bool moved = false;
     for (int s = 0; s < pp; ++s) {
@@ -661,13 +740,53 @@ LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profi
         if (st.forward && g > 0) input = fwd[at(st.micro, g - 1)];
         if (!st.forward && g < total - 1) input = bwd[at(st.micro, g + 1)];
         if (std::isnan(input)) break;  // its input is not computed yet
+        const bool receives = st.forward ? g > 0 : g < total - 1;
+        if (receives) {
+          const double transfer = p2p_s(st.forward ? (g - 1) % pp : (g + 1) % pp, s);
+          // Rank 0 posts its receives at its start: a transfer ends after both ends are posted.
+          input = (s == 0 ? std::max(input, 0.0) : input) + transfer;  // -inf stays -inf
+        }
         const Chunk& ch = chunks[static_cast<std::size_t>(g)];
         const double seconds = st.forward ? ch.fwd_s : ch.bwd_s;
+        const double local_s = (st.forward ? inline_fwd : inline_bwd)[static_cast<std::size_t>(g)];
         double& c = clock[static_cast<std::size_t>(s)];
-        c = std::max(c, input) + seconds;  // -inf stays -inf
+        const double begin = std::max(c, input);
+        c = begin + seconds + local_s;  // -inf stays -inf
         (st.forward ? fwd : bwd)[at(st.micro, g)] = c;
         busy[static_cast<std::size_t>(s)] += seconds;
+        if (L.fold_local_collectives) inline_busy[static_cast<std::size_t>(s)] += local_s;
+        if (!L.fold_local_collectives) comm_busy[static_cast<std::size_t>(s)] += local_s;
         moved = true;
+        if (!comm) continue;
+        // The collectives this step puts on the rank's communication stream; rank 0's after its computes.
+        const bool sends = st.forward ? g < total - 1 : g > 0;
+        if (s == 0 && sends) rank0_sends_end = std::max(rank0_sends_end, c + p2p_s(0, st.forward ? (g + 1) % pp : (g - 1) % pp));
+        if (zero3) {
+          double unit_end = begin;
+          const auto units = zero3_units(ch, st.forward);
+          for (std::size_t u = 0; u < units.size(); ++u) {
+            comm_busy[static_cast<std::size_t>(s)] += coll_s(s, "allgather", units[u].grad_B * L.param_bytes_per_grad_byte, DP);
+            if (st.forward) continue;
+            const double rs = coll_s(s, "reduce-scatter", units[u].grad_B, DP);
+            comm_busy[static_cast<std::size_t>(s)] += rs;
+            unit_end += units[u].seconds + (u + 1 == units.size() ? local_s : 0.0);  // inline ones after the last
+            if (s == 0) rank0_grads_end = std::max(rank0_grads_end, unit_end + rs);
+          }
+          continue;
+        }
+        // Other ranks' gradient collectives count in their stream's load (below), not on rank 0's path.
+        if (s != 0 || st.forward || --remaining_backward[static_cast<std::size_t>(st.chunk)] > 0 || dp_cp == 1) continue;
+        // Rank 0's last backward of this chunk, cut at buckets: each bucket's collective after its part.
+        double bucket_end = begin;
+        const auto buckets = buckets_of(ch, point.runtime.fusion_bytes);
+        for (std::size_t b = 0; b < buckets.size(); ++b) {
+          bucket_end += buckets[b].seconds + (b + 1 == buckets.size() ? local_s : 0.0);
+          rank0_grads_end = std::max(rank0_grads_end, bucket_end + coll_s(s, grad_op, buckets[b].grad_B, DP));
+        }
+        if (ch.expert_grad_B > 0 && L.ep > 1 && dp / L.ep > 1)
+          rank0_grads_end = std::max(rank0_grads_end, bucket_end + coll_s(s, grad_op, ch.expert_grad_B, EXPERT_DP));
+        else if (ch.expert_grad_B > 0 && L.ep == 1 && dp_cp > 1)
+          rank0_grads_end = std::max(rank0_grads_end, bucket_end + coll_s(s, grad_op, ch.expert_grad_B, DP));
       }
       if (k == mine.size()) --left;
     }
@@ -676,8 +795,39 @@ LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profi
   LayoutScheduleBound out;
   for (int s = 0; s < pp; ++s) {
     const double update = stage_update_s(profile, L, dp_cp, chunks, s);
-    out.busiest_s = std::max(out.busiest_s, busy[static_cast<std::size_t>(s)] + update);
-    if (s == 0) out.rank0_path_s = clock[0] + update;
+    const double compute = busy[static_cast<std::size_t>(s)] + update, local = inline_busy[static_cast<std::size_t>(s)];
+    out.busiest_s = std::max(out.busiest_s, compute + local);
+    // The gradient collectives (non-ZeRO-3: each chunk's whole gradients over its last backward's buckets),
+    // the tied embedding's allreduce and ZeRO 1-2's gather of the updated weights.
+    double rank_grad_B = 0;
+    for (int k = 0; k < vp; ++k) {
+      const Chunk& ch = chunks[static_cast<std::size_t>(k * pp + s)];
+      rank_grad_B += ch.grad_B + ch.expert_grad_B;
+      if (!comm || zero3 || dp_cp == 1) continue;
+      double dense_B = 0;
+      for (const Unit& b : buckets_of(ch, point.runtime.fusion_bytes)) dense_B += b.grad_B;
+      comm_busy[static_cast<std::size_t>(s)] += coll_s(s, grad_op, dense_B, DP);
+      if (ch.expert_grad_B > 0 && L.ep > 1 && dp / L.ep > 1)
+        comm_busy[static_cast<std::size_t>(s)] += coll_s(s, grad_op, ch.expert_grad_B, EXPERT_DP);
+      else if (ch.expert_grad_B > 0 && L.ep == 1)
+        comm_busy[static_cast<std::size_t>(s)] += coll_s(s, grad_op, ch.expert_grad_B, DP);
+    }
+    const bool has_embedding = chunks[static_cast<std::size_t>(s)].embedding;
+    const bool has_head = chunks[static_cast<std::size_t>((vp - 1) * pp + s)].head;
+    const double embedding_s = embedding_group && (has_embedding || has_head) && (s == 0 || s == pp - 1)
+                                   ? coll_s(s, "allreduce", embedding_grad_B, EMBEDDING)
+                                   : 0.0;
+    const double gather_s = (L.zero == 1 || L.zero == 2) && dp_cp > 1
+                                ? coll_s(s, "allgather", rank_grad_B * L.param_bytes_per_grad_byte, DP)
+                                : 0.0;
+    comm_busy[static_cast<std::size_t>(s)] += embedding_s + gather_s;
+    out.comm_busiest_s = std::max(out.comm_busiest_s, comm_busy[static_cast<std::size_t>(s)]);
+    out.overlapped_s = std::max(out.overlapped_s, streams_lower_bound_s(compute, local, comm_busy[static_cast<std::size_t>(s)], overlap_slowdown));
+    if (s == 0) {
+      // The update waits for the last compute, the gradient collectives and the embedding's allreduce.
+      const double update_end = std::max({clock[0] + embedding_s, rank0_grads_end}) + update;
+      out.rank0_path_s = std::max(update_end + gather_s, rank0_sends_end);
+    }
   }
   return out;
 }

@@ -1,7 +1,11 @@
 // Internal to sim/: planners, each building the step programs of one parallel training family from the
 // iteration's compute plan, without SimGrid (tested in tests/sim/test_planners.cpp). One file per planner.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "calibrate/profile.hpp"
+#include "platforms/platform.hpp"
 #include "sim/src/plan/program.hpp"
 #include "sim/src/workload.hpp"
 #include "sim/src/world.hpp"
@@ -65,16 +69,60 @@ int ps_split_server_nodes(const platforms::Platform& platform, const TrainingPoi
 // tensor-parallel rank's shard of the whole model (layers with their block indices).
 StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const TrainingPoint& point);
 
-// plan_layout's programs with every collective, send and receive free: rank 0's longest path (its
-// iteration starting at 0, the other ranks' whenever) and the busiest pipeline rank's compute
-// (sim/layout_bound.hpp), computed on the schedules without building the programs.
-struct LayoutScheduleBound {
-  double rank0_path_s = 0, busiest_s = 0;
+// Where a collective's members sit: what its lower bound needs. The fullest node's count, not a given
+// member's: every group of the same shape (members, nodes, most on one node) has such a node, so the bound
+// also holds for the collectives the executor prices by shape (a measured call charged for the others).
+struct GroupGeometry {
+  int ranks = 1;          // members
+  int on_node = 1;        // most members on one node
+  bool spans = false;     // members on more than one node
 };
-LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profile, const TrainingPoint& point);
 
-// The same two figures from any step programs (rank 0's pipeline found through its peers): the
-// reference layout_schedule_bound is tested against.
-LayoutScheduleBound programs_schedule_bound(const StepPrograms& programs);
+// Lower bounds on the seconds the executor's collectives and transfers take on a platform, from the bytes
+// each one must move through a device's links or its node's NICs (information-theoretic, whatever the
+// algorithm, library or protocol) at the built platform's capacities (network_capacity). Why they hold:
+// docs/layout-search.md "Pruning by bound".
+class CommLowerBound {
+ public:
+  // `workers_per_node`: the ranks on each node (node-major placement, as the simulation builds it).
+  CommLowerBound(const platforms::Platform& platform, int workers_per_node);
+  int node_of(int rank) const { return rank / workers_per_node_; }
+  GroupGeometry geometry(const std::vector<int>& ranks) const;
+  // One call of `operation` ("allreduce", "reduce-scatter", "allgather", "alltoall", "broadcast") of `bytes`
+  // (the size the executor passes: the whole buffer) over the group; 0 for one member or an unknown operation.
+  double collective_s(const std::string& operation, double bytes, const GroupGeometry& group) const;
+  // A send of `bytes` from rank `src` to rank `dst`.
+  double p2p_s(double bytes, int src, int dst) const;
+
+ private:
+  double rank_intra_Bps_ = 0, rank_inter_Bps_ = 0, node_inter_Bps_ = 0;
+  int workers_per_node_ = 1;
+};
+
+// plan_layout's programs on an idle machine: rank 0's longest path (its iteration starting at 0, the
+// other ranks' whenever) with every compute at its seconds and every collective, send and receive at its
+// lower bound (`comm`; nullptr: free), the busiest pipeline rank's compute stream (its computes and the
+// inline collectives on it) and its communication stream (its collectives, one at a time), and the two
+// streams of each pipeline rank together when a compute overlapped by one of its collectives runs
+// `overlap_slowdown` times slower (overlapped_s: docs/layout-search.md "Pruning by bound")
+// (sim/layout_bound.hpp), computed on the schedules without building the programs. ZeRO-3's gathers are
+// left off the path (they count in the communication stream).
+struct LayoutScheduleBound {
+  double rank0_path_s = 0, busiest_s = 0, comm_busiest_s = 0, overlapped_s = 0;
+};
+LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profile, const TrainingPoint& point,
+                                          const CommLowerBound* comm = nullptr, double overlap_slowdown = 1);
+
+// The same figures from any step programs (rank 0's pipeline found through its peers): the reference
+// layout_schedule_bound is tested against (equal, but for ZeRO-3's gathers, which only this one puts on
+// the path).
+LayoutScheduleBound programs_schedule_bound(const StepPrograms& programs, const CommLowerBound* comm = nullptr,
+                                            double overlap_slowdown = 1);
+
+// The least iteration of a rank that computes `compute_s` (at full speed), spends `inline_s` in collectives
+// on its compute stream and `comm_s` in collectives on its communication stream, a compute overlapped by one
+// of the latter running `overlap_slowdown` (>= 1) times slower: at least max(compute + inline, comm), more
+// when overlapping is slower than not.
+double streams_lower_bound_s(double compute_s, double inline_s, double comm_s, double overlap_slowdown);
 
 }  // namespace dtsim::sim
