@@ -924,7 +924,7 @@ class Replay final {
     // The group's geometry as the library sees it: its nodes and most ranks on one node.
     const GroupShape shape = group_shape(group.ranks);
     LibraryCall call = library_call(platform_, n, static_cast<int>(shape.nodes.size()), bytes);
-    call.rank_threads = std::max(1, profile_.threads);
+    call.rank_threads = std::max(1, t.library_threads);
     account_collective_bytes(t.operation, n, shape, bytes, 1, false, t.algorithm);
     // The collective's kernels hold every member's device; a direct one's copies do not, nor does one on
     // host buffers.

@@ -5,6 +5,8 @@
 // backward, each collective starts at a cycle tick and fuses those then ready on every rank up to the fusion
 // threshold (docs/frameworks.md "Cycle and tensor fusion"); a negotiation before each collective, and copies
 // into and out of the fusion buffer.
+#include <algorithm>
+
 #include "sim/src/coll/collective.hpp"
 #include "sim/src/coll/library.hpp"
 #include "sim/src/exchange/exchange.hpp"
@@ -43,6 +45,8 @@ StepPrograms plan_allreduce_family(const IterationPlan& plan, const calibrate::C
   const bool runtime = point.runtime.cycle_s > 0 || fw.negotiation || fw.fusion_copies;
   const auto& library = collective_library_by_name(resolve_collective_library(platform, point).name, "--collective-library");
   options.host_buffers = runtime && library.framework_stages_to_host;
+  // The framework's runtime reduces on the worker process's threads (a library on the worker's cores).
+  if (runtime) options.library_threads = std::max(1, profile.threads);
   if (fw.fusion_copies) {
     // A host fusion buffer (the library's framework_stages_to_host) is filled by one host core's memcpy.
     const double mem_Bps = library.framework_stages_to_host ? library_call(platform, point.workers, 1, 0).host_core_Bps

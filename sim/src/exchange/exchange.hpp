@@ -20,8 +20,8 @@ struct ExchangeProperties {
   bool uses_servers = false;      // --ps, placement and balance apply
   bool single_node = false;       // all workers on one node
   bool per_layer_buckets = false; // one bucket per parameter layer (fusion does not apply)
-  // With a framework cycle (Horovod), the plan keeps one bucket per parameter layer and the exchange fuses,
-  // at each cycle tick, the ready ones up to the fusion threshold (Horovod's tensor fusion).
+  // With a framework cycle (Horovod), the plan cuts buckets of about one cycle of backward and their
+  // allreduces fuse, at each cycle tick, the ready ones up to the fusion threshold (Task::fuse_up_to_B).
   bool fuses_ready_per_cycle = false;
   bool asynchronous = false;      // no barrier: a worker never waits for the slowest
 };

@@ -1,4 +1,4 @@
-// Planner: data parallelism with bucketed allreduce (PyTorch DDP's and Horovod's exchange without a cycle).
+// Planner: data parallelism with bucketed allreduce (PyTorch DDP's and Horovod's exchange).
 #include <fmt/format.h>
 
 #include "sim/src/plan/planners.hpp"
@@ -51,6 +51,7 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
            .copy_s_per_B = options.copy_s_per_B,
            .items = static_cast<int>(b.layers.size()),
            .host_buffers = options.host_buffers,
+           .library_threads = options.library_threads,
            .deps = {segments[k]},
            .args = {{"bucket", static_cast<double>(k)},
                     {"bytes", b.bytes},

@@ -100,6 +100,9 @@ struct Task {
   // COLLECTIVE: the framework hands the library host buffers (CollectiveLibrary::framework_stages_to_host, the
   // framework staging GPU tensors itself): no kernels on the members' devices, so no interference.
   bool host_buffers = false;
+  // COLLECTIVE: the threads of each member's process that a library running on the worker's cores reduces
+  // with (LibraryCall::rank_threads).
+  int library_threads = 1;
   std::vector<int> deps{};    // indices of earlier tasks of the same program
   std::vector<InlineCollective> inline_collectives{};  // COMPUTE: run after it on the compute stream
   // Trace arguments (bucket index, layers, ...), copied into the trace event.
