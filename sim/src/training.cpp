@@ -20,6 +20,7 @@
 #include "common/child.hpp"
 #include "common/errors.hpp"
 #include "platforms/transport.hpp"
+#include "sim/src/coll/collective.hpp"
 #include "sim/src/coll/library.hpp"
 #include "sim/src/library_resolution.hpp"
 #include "sim/src/exchange/exchange.hpp"
@@ -35,7 +36,13 @@
 namespace dtsim::sim {
 namespace {
 
+using Callback = std::function<void()>;
+
 constexpr double EPS_S = 1e-12;
+// The negotiation before a collective (Task::negotiation_B): a few words, latency-bound, among all members;
+// recursive halving-doubling takes log2(members) rounds (Horovod's response-cache bit vector allreduce,
+// horovod/common/response_cache.cc, on its controller's MPI/Gloo allreduce of a few words).
+constexpr const char* NEGOTIATION_ALGORITHM = "rhd";
 // Trace counters: links below this mean utilisation over the traced iterations get no track, and at
 // most this many links get one (the busiest), so a large platform's trace stays readable.
 constexpr double TRACE_MIN_LINK_UTILISATION = 0.01;
@@ -71,7 +78,7 @@ struct FifoResource {
   double free_at_s = 0;
 };
 
-class Replay final : public ReplayServices {
+class Replay final {
  public:
   // `given`: programs to play instead of those of the point's strategy (simulate_programs).
   Replay(World& world, const platforms::Platform& platform, const calibrate::ComputeProfile& profile,
@@ -92,16 +99,9 @@ class Replay final : public ReplayServices {
             : plan_iteration_ddp(profile, ddp_first_B, point.runtime.fusion_bytes);
     draw_compute_factors(family.properties.asynchronous);  // before the exchange: the PS family folds only
                                                             // workers of equal compute times
-    if (auto programs = given ? std::optional<StepPrograms>(*given)
-                        : family.plan   ? family.plan(plan_, profile, point, platform, layout)
-                                        : std::nullopt) {
-      programs_ = std::move(*programs);
-      check_programs(programs_);
-      prepare_programs();
-    } else {
-      if (!family.make) throw Failure(fmt::format("family '{}' has no exchange hooks (internal error)", family.name));
-      exchange_ = family.make(*this, point.strategy);
-    }
+    programs_ = given ? *given : family.plan(plan_, profile, point, platform, layout);
+    check_programs(programs_);
+    prepare_programs();
     interferes_ = point.fidelity.interference && platform.has_gpus();
     in_flight_.assign(static_cast<std::size_t>(workers_), 0);
     loads_.assign(static_cast<std::size_t>(workers_), -1);
@@ -130,16 +130,16 @@ class Replay final : public ReplayServices {
   void finish_trace();
   const TraceRecorder& trace_recorder() const { return trace_; }
 
-  // ---- ReplayServices ------------------------------------------------------------------------
-  World& world() override { return world_; }
-  const TrainingPoint& point() const override { return point_; }
-  const IterationPlan& plan() const override { return plan_; }
-  const calibrate::ComputeProfile& profile() const override { return profile_; }
-  const Layout& layout() const override { return layout_; }
-  const platforms::Platform& platform() const override { return platform_; }
-  int workers() const override { return workers_; }
-  int iterations() const override { return iters_; }
-  double factor(int r, int it) const override { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }
+  // ---- the replay's state and accounting -------------------------------------------------------
+  World& world() { return world_; }
+  const TrainingPoint& point() const { return point_; }
+  const IterationPlan& plan() const { return plan_; }
+  const calibrate::ComputeProfile& profile() const { return profile_; }
+  const Layout& layout() const { return layout_; }
+  const platforms::Platform& platform() const { return platform_; }
+  int workers() const { return workers_; }
+  int iterations() const { return iters_; }
+  double factor(int r, int it) const { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }
   // The ranks run at one pace from now on: each iteration's factor becomes their harmonic mean, the
   // factor of their mean compute rate (a folded group of asynchronous workers, NodeFold::shared_pace).
   void share_pace(const std::vector<int>& ranks) {
@@ -151,20 +151,14 @@ class Replay final : public ReplayServices {
       for (int r : ranks) factors_[static_cast<std::size_t>(it) * workers_ + r] = pace;
     }
   }
-  bool tracing(int it) const override { return !point_.fidelity.trace_path.empty() && it >= trace_first_; }
-  TraceRecorder& trace() override { return trace_; }
-  void count_activity() override { ++activities_; }
-
-  // A worker's compute of `seconds` (already jittered); records rank 0's timeline and the trace.
-  void compute(int r, int it, double seconds, const char* what, Callback done) override {
-    compute_named(r, it, seconds, what, {}, std::move(done));
-  }
+  bool tracing(int it) const { return !point_.fidelity.trace_path.empty() && it >= trace_first_; }
+  TraceRecorder& trace() { return trace_; }
 
   // One flow; counts bytes by node boundary (World::crosses_network, as the transports decide: a split
   // node's server end is reached through the network even from its own node). src_node/dst_node: -1
   // for storage.
   void transfer(simgrid::s4u::Host* src, int src_node, simgrid::s4u::Host* dst, int dst_node, double bytes,
-                Callback done, double nodes = 0) override {
+                Callback done, double nodes = 0) {
     if (bytes <= 0) {
       world_.after(0, std::move(done));  // never re-enter the caller synchronously
       return;
@@ -182,53 +176,29 @@ class Replay final : public ReplayServices {
     world_.transfer(src, dst, bytes, std::move(done), nodes);
   }
 
-  void count_collective_bytes(double inter_node_B, double intra_node_B) override {
-    inter_node_B_ += inter_node_B;
-    intra_node_B_ += intra_node_B;
-    if (inter_node_B <= 0) return;
-    for (int n = 0; n < layout_.nodes; ++n) {
-      nic_in_B_[static_cast<std::size_t>(n)] += inter_node_B / layout_.nodes;
-      nic_out_B_[static_cast<std::size_t>(n)] += inter_node_B / layout_.nodes;
-    }
-  }
-
-  void comm_begin(int r) override {
-    if (r < 0) {
-      for (int q = 0; q < workers_; ++q) comm_begin(q);
-      return;
-    }
+  void comm_begin(int r) {
     if (!interferes_ || in_flight_[static_cast<std::size_t>(r)]++ > 0) return;
     ++activities_;
     // A load of 1 - 1/s of the device leaves an overlapped computation 1/s of it: s times slower.
     loads_[static_cast<std::size_t>(r)] = world_.start_load(r, 1.0 - 1.0 / OVERLAP_COMPUTE_SLOWDOWN);
   }
 
-  void comm_end(int r) override {
-    if (r < 0) {
-      for (int q = 0; q < workers_; ++q) comm_end(q);
-      return;
-    }
+  void comm_end(int r) {
     if (!interferes_ || --in_flight_[static_cast<std::size_t>(r)] > 0) return;
     world_.stop_load(loads_[static_cast<std::size_t>(r)]);
   }
 
-  void record_comm(int r, int it, double t0, double t1) override {
-    if (r == 0 || r < 0) rank0_[static_cast<std::size_t>(it)].comm.push_back({t0, t1});
+  void record_comm(int r, int it, double t0, double t1) {
+    if (r == 0) rank0_[static_cast<std::size_t>(it)].comm.push_back({t0, t1});
   }
 
-  void release_gate(int r, int it) override {
+  void release_gate(int r, int it) {
     auto& rs = ranks_[static_cast<std::size_t>(r)];
     if (--rs.gate > 0) return;
-    forward(r, it);
+    start_program(r, it);
   }
 
-  void backward(int r, int it) override { backward_segment(r, it, 0); }
-
-  void update_and_end(int r, int it) override {
-    compute(r, it, plan_.update_s * factor(r, it), "optimizer update", [this, r, it] { end_iteration(r, it); });
-  }
-
-  void end_iteration(int r, int it) override {
+  void end_iteration(int r, int it) {
     auto& rs = ranks_[static_cast<std::size_t>(r)];
     rs.ends_s[static_cast<std::size_t>(it)] = world_.now();
     if (tracing(it))
@@ -270,12 +240,6 @@ class Replay final : public ReplayServices {
     double requested_compute_s = 0;  // the compute durations asked for (device factor in, interference not)
     double local_collectives_s = 0;  // inline collectives on the compute stream
   };
-
-  void compute_named(int r, int it, double seconds, std::string what, TraceRecorder::Args args, Callback done) {
-    // Every exchange family names its backward so.
-    const TaskPhase phase = what.starts_with("backward") ? TaskPhase::BACKWARD : TaskPhase::FORWARD;
-    compute_phase(r, it, seconds, std::move(what), phase, std::move(args), std::move(done));
-  }
 
   void compute_phase(int r, int it, double seconds, std::string what, TaskPhase phase, TraceRecorder::Args args,
                      Callback done) {
@@ -338,16 +302,12 @@ class Replay final : public ReplayServices {
       if (point_.input.data == DataMode::REAL)
         trace_.name_track(TraceRecorder::Group::INPUT, r, fmt::format("worker {} input", r));
     }
-    if (exchange_) {
-      exchange_->name_tracks();
-    } else {
-      for (std::size_t g = 0; g < programs_.groups.size(); ++g)
-        trace_.name_track(TraceRecorder::Group::EXCHANGES, static_cast<int>(g),
-                          g == 0 && programs_.groups[g].name == "world" ? std::string("collectives")
-                                                                        : "collectives of " + programs_.groups[g].name);
-      for (int s = 0; s < programs_.servers; ++s)
-        trace_.name_track(TraceRecorder::Group::SERVERS, s, fmt::format("PS shard {}", s));
-    }
+    for (std::size_t g = 0; g < programs_.groups.size(); ++g)
+      trace_.name_track(TraceRecorder::Group::EXCHANGES, static_cast<int>(g),
+                        g == 0 && programs_.groups[g].name == "world" ? std::string("collectives")
+                                                                      : "collectives of " + programs_.groups[g].name);
+    for (int s = 0; s < programs_.servers; ++s)
+      trace_.name_track(TraceRecorder::Group::SERVERS, s, fmt::format("PS shard {}", s));
   }
 
   // ---- iteration ------------------------------------------------------------------------------
@@ -358,40 +318,10 @@ class Replay final : public ReplayServices {
     // A program with an input wait takes its batch there; other ranks wait for it before they start.
     const bool needs_input =
         point_.input.data == DataMode::REAL &&
-        (exchange_ ||
-         !waits_input_[static_cast<std::size_t>(programs_.program_of[static_cast<std::size_t>(r)])]);
-    rs.gate = (exchange_ ? exchange_->forward_gates(r, it) : 0) + (needs_input ? 1 : 0) + 1;  // +1 released below
+        !waits_input_[static_cast<std::size_t>(programs_.program_of[static_cast<std::size_t>(r)])];
+    rs.gate = (needs_input ? 1 : 0) + 1;  // +1 released below
     if (needs_input) need_input(r, [this, r, it] { release_gate(r, it); });
-    if (exchange_) exchange_->iteration_start(r, it);
     release_gate(r, it);
-  }
-
-  void forward(int r, int it) {
-    if (!exchange_) {
-      start_program(r, it);
-      return;
-    }
-    if (r == 0) rank0_[static_cast<std::size_t>(it)].forward_start_s = world_.now();
-    compute(r, it, plan_.fwd_s * factor(r, it), "forward", [this, r, it] { exchange_->forward_done(r, it); });
-  }
-
-  void backward_segment(int r, int it, std::size_t k) {
-    const double f = factor(r, it);
-    if (k == plan_.buckets.size()) {
-      compute(r, it, plan_.bwd_tail_s * f, "backward (layers without parameters)",
-              [this, r, it] { exchange_->backward_done(r, it); });
-      return;
-    }
-    const auto& bucket = plan_.buckets[k];
-    compute_named(r, it, plan_.bwd_segment_s[k] * f,
-                  fmt::format("backward to bucket {}: {}", k, bucket_layer_range(profile_, bucket)),
-                  {{"bucket", static_cast<double>(k)},
-                   {"bucket_bytes", bucket.bytes},
-                   {"bucket_layers", static_cast<double>(bucket.layers.size())}},
-                  [this, r, it, k] {
-      exchange_->bucket_ready(r, it, k);
-      backward_segment(r, it, k + 1);
-    });
   }
 
   // ---- step programs ---------------------------------------------------------------------------
@@ -773,7 +703,7 @@ class Replay final : public ReplayServices {
           flow_fold = k - 1;
         }
       }
-    if (flow_fold < k) count_collective_bytes(0, t.bytes * (k - flow_fold));  // the member's own, local
+    if (flow_fold < k) intra_node_B_ += t.bytes * (k - flow_fold);  // the member's own, local
     transfer(src.host, src.node, dst.host, dst.node, t.bytes * flow_fold, [this, r, i, it, t0] {
       const Task& task = task_of(r, i);
       if (task.phase == TaskPhase::COMMUNICATION) record_comm(r, it, t0, world_.now());
@@ -929,26 +859,80 @@ class Replay final : public ReplayServices {
     launch_collective(g, std::move(ready));
   }
 
+  // Every member has reached the collective: it starts now, or at its cycle's next tick (Task::cycle_s).
   void launch_collective(int g, Rendezvous rv) {
+    const auto [r0, i0] = rv.members.front();
+    const double cycle_s = task_of(r0, i0).cycle_s;
+    if (cycle_s > 0) {
+      const double now = world_.now();
+      const double tick = std::ceil(now / cycle_s - EPS_S) * cycle_s;
+      if (tick > now + EPS_S) {
+        world_.after(tick - now, [this, g, rv = std::move(rv)]() mutable { run_collective(g, std::move(rv)); });
+        return;
+      }
+    }
+    run_collective(g, std::move(rv));
+  }
+
+  // The next collective on group g after task i of rank r's program, or -1.
+  int next_on_group(int r, int i, int g) const {
+    const auto& tasks = programs_.of(r).tasks;
+    for (std::size_t j = static_cast<std::size_t>(i) + 1; j < tasks.size(); ++j)
+      if (tasks[j].kind == TaskKind::COLLECTIVE && programs_.group_of(r, tasks[j]) == g) return static_cast<int>(j);
+    return -1;
+  }
+
+  void run_collective(int g, Rendezvous rv) {
     const auto& group = programs_.groups[static_cast<std::size_t>(g)];
     const auto [r0, i0] = rv.members.front();
     const Task& t = task_of(r0, i0);
     const int it = rv.iteration;
     const int n = static_cast<int>(group.ranks.size());
+    // Fusion (Task::fuse_up_to_B): each following collective of the group every member has ready joins while
+    // the bytes fit; absorbed[m]: member m's absorbed tasks.
+    double bytes = t.bytes;
+    int items = t.items;
+    std::vector<std::vector<int>> absorbed(rv.members.size());
+    if (t.fuse_up_to_B > 0) {
+      std::vector<int> last(rv.members.size());
+      for (std::size_t m = 0; m < rv.members.size(); ++m) last[m] = rv.members[m].second;
+      for (;;) {
+        std::vector<int> next(rv.members.size());
+        bool all = true;
+        for (std::size_t m = 0; m < rv.members.size() && all; ++m) {
+          const int q = rv.members[m].first;
+          const auto& run = runs_[static_cast<std::size_t>(q)];
+          next[m] = next_on_group(q, last[m], g);
+          all = next[m] >= 0 && run.it == it && run.comm_ready.count(next[m]) > 0;
+        }
+        if (!all) break;
+        const Task& u = task_of(rv.members.front().first, next.front());
+        if (u.fuse_up_to_B <= 0 || u.operation != t.operation || bytes + u.bytes > t.fuse_up_to_B) break;
+        bytes += u.bytes;
+        items += u.items;
+        for (std::size_t m = 0; m < rv.members.size(); ++m) {
+          auto& run = runs_[static_cast<std::size_t>(rv.members[m].first)];
+          run.comm_ready.erase(next[m]);
+          ++run.calls[g];
+          absorbed[m].push_back(next[m]);
+          last[m] = next[m];
+        }
+      }
+    }
     ++activities_;
     const double t0 = world_.now();
     // The group's geometry as the library sees it: its nodes and most ranks on one node.
     const GroupShape shape = group_shape(group.ranks);
-    const LibraryCall call = library_call(platform_, n, static_cast<int>(shape.nodes.size()), t.bytes);
-    account_collective_bytes(t.operation, n, shape, t.bytes, 1, false, t.algorithm);
-    // The collective's kernels hold every member's device; a direct one's copies do not.
-    const bool kernels = t.algorithm.empty();
-    if (kernels)
-      for (int q : group.ranks) comm_begin(q);
-    std::function<void()> finish = [this, g, it, t0, kernels, rv = std::move(rv)] {
+    LibraryCall call = library_call(platform_, n, static_cast<int>(shape.nodes.size()), bytes);
+    call.rank_threads = std::max(1, t.library_threads);
+    account_collective_bytes(t.operation, n, shape, bytes, 1, false, t.algorithm);
+    // The collective's kernels hold every member's device; a direct one's copies do not, nor does one on
+    // host buffers.
+    const bool kernels = t.algorithm.empty() && !t.host_buffers;
+    const std::size_t fused = absorbed.front().size();
+    std::function<void()> finish = [this, g, it, t0, bytes, items, fused, rv = std::move(rv),
+                                    absorbed = std::move(absorbed)] {
           const auto& grp = programs_.groups[static_cast<std::size_t>(g)];
-          if (kernels)
-            for (int q : grp.ranks) comm_end(q);
           const double now = world_.now();
           const auto [first_r, first_i] = rv.members.front();
           const Task& task = task_of(first_r, first_i);
@@ -956,39 +940,90 @@ class Replay final : public ReplayServices {
           if (tracing(it)) {
             TraceRecorder::Args args;
             for (const auto& [k, v] : task.args) args.emplace_back(k, v);
+            std::string label = task.label;
+            if (fused > 0) {
+              label += fmt::format(" and {} fused after it", fused);
+              args.emplace_back("fused_bytes", bytes);
+              args.emplace_back("fused_items", static_cast<double>(items));
+            }
             args.emplace_back("iteration", static_cast<double>(it));
-            trace_.add(TraceRecorder::Group::EXCHANGES, g, task.label, task.operation, t0, now, std::move(args));
+            trace_.add(TraceRecorder::Group::EXCHANGES, g, label, task.operation, t0, now, std::move(args));
           }
           // Members complete in group order, each then issuing its next ready work.
-          std::vector<std::pair<int, int>> members = rv.members;
-          std::sort(members.begin(), members.end());
-          for (const auto& [q, i] : members) {
+          std::vector<std::size_t> order(rv.members.size());
+          std::iota(order.begin(), order.end(), 0);
+          std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rv.members[a] < rv.members[b]; });
+          for (const std::size_t m : order) {
+            const auto [q, i] = rv.members[m];
             runs_[static_cast<std::size_t>(q)].comm_busy = false;
             task_done(q, i);
+            for (const int j : absorbed[m]) task_done(q, j);
             pump_comm(q);
           }
         };
-    if (!kernels) {
+    if (!t.algorithm.empty()) {
       start_collective(world_, collective_by_name(t.operation, t.algorithm, "step program"), group.ranks,
-                       t.bytes, point_.fidelity.comm_mode, std::move(finish));
+                       bytes, point_.fidelity.comm_mode, std::move(finish));
       return;
     }
     // A priced collective (Task::priced) of a kind already measured waits its measured duration.
     std::string key;
     if (t.priced) {
-      key = fmt::format("{}|{}|{}|{}|{}", t.operation, t.bytes, n, shape.nodes.size(), shape.most);
+      key = fmt::format("{}|{}|{}|{}|{}", t.operation, bytes, n, shape.nodes.size(), shape.most);
       if (const auto it_price = collective_prices_.find(key); it_price != collective_prices_.end()) {
-        world_.after(it_price->second, std::move(finish));
+        if (kernels)
+          for (int q : group.ranks) comm_begin(q);
+        world_.after(it_price->second, [this, g, kernels, finish = std::move(finish)] {
+          if (kernels)
+            for (int q : programs_.groups[static_cast<std::size_t>(g)].ranks) comm_end(q);
+          finish();
+        });
         return;
       }
     }
-    start_library_collective(
-        world_, *library_, t.operation, call, group.ranks, forced_, point_.fidelity.comm_mode,
-        [this, key, t0, finish = std::move(finish)] {
-          if (!key.empty()) collective_prices_[key] = world_.now() - t0;
-          finish();
-        },
-        "step program");
+    // Copies into and out of a buffer around a collective of several items (Task::copy_s_per_B).
+    const double copy_s = t.copy_s_per_B > 0 && items > 1 ? bytes * t.copy_s_per_B : 0;
+    auto library = [this, g, call, key, t0, kernels, copy_s, operation = t.operation,
+                    finish = std::move(finish)]() mutable {
+      const auto& ranks = programs_.groups[static_cast<std::size_t>(g)].ranks;
+      if (kernels)
+        for (int q : ranks) comm_begin(q);
+      start_library_collective(
+          world_, *library_, operation, call, ranks, forced_, point_.fidelity.comm_mode,
+          [this, g, key, t0, kernels, copy_s, finish = std::move(finish)]() mutable {
+            if (kernels)
+              for (int q : programs_.groups[static_cast<std::size_t>(g)].ranks) comm_end(q);
+            if (!key.empty()) collective_prices_[key] = world_.now() - t0;
+            if (copy_s > 0) {
+              world_.after(copy_s, std::move(finish));
+            } else {
+              finish();
+            }
+          },
+          "step program");
+    };
+    auto copy_in = [this, copy_s, library = std::move(library)]() mutable {
+      if (copy_s > 0) {
+        world_.after(copy_s, std::move(library));
+      } else {
+        library();
+      }
+    };
+    // The negotiation before it (Task::negotiation_B): measured once per group and size, then its duration.
+    if (t.negotiation_B > 0 && n > 1) {
+      const std::string nkey = fmt::format("{}|{}", g, t.negotiation_B);
+      if (const auto at = negotiation_prices_.find(nkey); at != negotiation_prices_.end()) {
+        world_.after(at->second, std::move(copy_in));
+      } else {
+        start_collective(world_, *collective_or_null("allreduce", NEGOTIATION_ALGORITHM), group.ranks, t.negotiation_B,
+                         CommMode::FINE, [this, nkey, t0, copy_in = std::move(copy_in)]() mutable {
+                           negotiation_prices_[nkey] = world_.now() - t0;
+                           copy_in();
+                         });
+      }
+      return;
+    }
+    copy_in();
   }
 
   void post_p2p(int r, int i) {
@@ -1130,7 +1165,6 @@ class Replay final : public ReplayServices {
   int workers_ = 1, iters_ = 1, trace_first_ = 0;
   std::vector<double> link_bytes_lo_, link_bytes_hi_;  // World::link_bytes() at the window's ends
   IterationPlan plan_;
-  std::unique_ptr<Exchange> exchange_;  // families played through exchange hooks; null: step programs
   StepPrograms programs_;
   std::vector<std::vector<std::vector<int>>> dependents_;  // per program, per task: the tasks waiting on it
   std::vector<ProgramRun> runs_;
@@ -1155,6 +1189,7 @@ class Replay final : public ReplayServices {
   };
   std::unordered_map<std::string, InlinePrice> inline_prices_;
   std::unordered_map<std::string, double> collective_prices_;  // priced collectives: seconds per kind
+  std::unordered_map<std::string, double> negotiation_prices_;  // Task::negotiation_B: seconds per group and size
   const CollectiveLibrary* library_ = nullptr;
   std::string forced_;  // the strategy's allreduce algorithm; empty: the library picks
   std::vector<double> factors_;
@@ -1175,7 +1210,7 @@ PointResult Replay::result() const {
   PointResult res;
   res.workers = workers_;
   res.nodes = layout_.nodes;
-  res.ps_servers = exchange_ ? 0 : programs_.servers;
+  res.ps_servers = programs_.servers;
   res.buckets = static_cast<int>(plan_.buckets.size());
   res.activities = activities_;
   const double batch = profile_.batch;
@@ -1185,7 +1220,7 @@ PointResult Replay::result() const {
     return w.span_s() > 0 ? batch * w.iterations / w.span_s() : 0.0;
   };
   // Folded ranks (plan/layout.cpp) have empty programs: nothing to finish or to measure.
-  auto folded = [&](std::size_t r) { return !exchange_ && programs_.of(static_cast<int>(r)).tasks.empty(); };
+  auto folded = [&](std::size_t r) { return programs_.of(static_cast<int>(r)).tasks.empty(); };
   for (std::size_t r = 0; r < ranks_.size(); ++r)
     if (!folded(r) && ranks_[r].ends_s.back() <= 0)
       throw Failure("training replay ended before every worker finished its iterations (internal error)");
@@ -1195,7 +1230,7 @@ PointResult Replay::result() const {
   const auto& r0 = ranks_[0];
   const Window w0 = measured_window(r0);
   res.iteration_time_s = w0.span_s() / w0.iterations;
-  if (!exchange_ && programs_.samples_per_iteration > 0) {
+  if (programs_.samples_per_iteration > 0) {
     // Ranks of a parallel layout share their samples: the job's rate is the global batch per iteration of
     // the slowest rank (a synchronous step ends when every rank's does).
     double slowest = 0;
@@ -1286,7 +1321,7 @@ std::vector<ResourceUse> Replay::measured_resources(double iteration_s) const {
     out.push_back(std::move(u));
   }
   // A PS shard's CPU applies every worker's push (server apply), or its share of the update once.
-  if (const double update_s = exchange_ ? 0.0 : programs_.busiest_server_s; update_s > 0 && iteration_s > 0) {
+  if (const double update_s = programs_.busiest_server_s; update_s > 0 && iteration_s > 0) {
     ResourceUse u;
     u.name = "busiest PS shard's CPU (applying the gradients)";
     u.kind = "ps-cpu";

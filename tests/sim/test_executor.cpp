@@ -3,6 +3,9 @@
 // disjoint groups at once, and the stream rules (one compute and one collective at a time per rank).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <string>
+
 #include "common/errors.hpp"
 #include "sim/src/coll/collective.hpp"
 #include "sim/src/executor.hpp"
@@ -337,4 +340,100 @@ TEST_CASE("sim::Executor: folded nodes' flows are their representatives', k node
   CHECK(folded.inter_node_bytes == Approx(plain.inter_node_bytes));
   CHECK(folded.throughput == Approx(plain.throughput).epsilon(1e-9));  // every rank, mirrors too, finished
   CHECK(folded.flows * 2 == plain.flows);
+}
+
+namespace {
+// Two ranks computing `segments` (seconds each, one after the other) and allreducing `bytes[k]` after
+// segment k, with the framework runtime of `runtime` on every allreduce (cycle, fusion, negotiation, copies).
+StepPrograms cycle_programs(const std::vector<double>& segments, const std::vector<double>& bytes, const Task& runtime) {
+  StepPrograms pr;
+  pr.groups = {world_group(2)};
+  RankProgram p;
+  int prev = -1;
+  for (std::size_t k = 0; k < segments.size(); ++k) {
+    prev = p.add(compute("backward " + std::to_string(k), segments[k], prev >= 0 ? std::vector<int>{prev} : std::vector<int>{},
+                         TaskPhase::BACKWARD));
+    Task t = collective("allreduce", 0, bytes[k], {prev});
+    t.cycle_s = runtime.cycle_s;
+    t.fuse_up_to_B = runtime.fuse_up_to_B;
+    t.negotiation_B = runtime.negotiation_B;
+    t.copy_s_per_B = runtime.copy_s_per_B;
+    t.items = runtime.items;
+    p.add(std::move(t));
+  }
+  pr.programs = {p};
+  pr.program_of.assign(2, 0);
+  pr.rank_groups.assign(2, {0});
+  pr.rank_peers.assign(2, {});
+  return pr;
+}
+TrainingPoint one_iteration(int workers) {
+  TrainingPoint p = point(workers);
+  p.fidelity.iterations = 1;
+  return p;
+}
+double ring_s(double bytes) { return collective_or_null("allreduce", "ring")->closed_form_s(UniformNetwork{2 * LAT, BW}, 2, bytes); }
+}  // namespace
+
+TEST_CASE("sim::Executor: a collective with a cycle starts at the next multiple of the cycle", "[sim][executor]") {
+  const double bytes = 10e6;
+  const auto platform = test_platforms::uniform_star(2, BW, LAT);
+  SECTION("ready between two ticks: it waits for the later one") {
+    const auto res = simulate_programs(platform, profile(), one_iteration(2),
+                                       cycle_programs({1.3 * MS}, {bytes}, {.cycle_s = 1 * MS}));
+    CHECK(res.iteration_time_s == Approx(2 * MS + ring_s(bytes)).epsilon(1e-3));
+  }
+  SECTION("without a cycle it starts at once") {
+    const auto res = simulate_programs(platform, profile(), one_iteration(2), cycle_programs({1.3 * MS}, {bytes}, {}));
+    CHECK(res.iteration_time_s == Approx(1.3 * MS + ring_s(bytes)).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("sim::Executor: at its tick a collective absorbs the following ready ones within its fusion limit",
+          "[sim][executor]") {
+  const double a = 10e6, b = 6e6;
+  const auto platform = test_platforms::uniform_star(2, BW, LAT);
+  // Bucket 0 is ready at 1 ms, bucket 1 at 1.2 ms; the cycle's tick is at 1.5 ms.
+  const std::vector<double> segments{1 * MS, 0.2 * MS};
+  SECTION("both fit: one allreduce of their summed bytes at the tick") {
+    const auto res = simulate_programs(platform, profile(), one_iteration(2),
+                                       cycle_programs(segments, {a, b}, {.cycle_s = 1.5 * MS, .fuse_up_to_B = a + b}));
+    CHECK(res.iteration_time_s == Approx(1.5 * MS + ring_s(a + b)).epsilon(1e-3));
+    CHECK(res.inter_node_bytes == Approx(2.0 * (a + b)));  // a ring of 2 moves each rank's buffer once
+  }
+  SECTION("over the limit: the second waits for the first, then for the next tick") {
+    const auto res = simulate_programs(platform, profile(), one_iteration(2),
+                                       cycle_programs(segments, {a, b}, {.cycle_s = 1.5 * MS, .fuse_up_to_B = a}));
+    const double first_end = 1.5 * MS + ring_s(a);
+    const double second_start = std::ceil(first_end / (1.5 * MS)) * 1.5 * MS;
+    CHECK(res.iteration_time_s == Approx(second_start + ring_s(b)).epsilon(1e-3));
+    CHECK(res.inter_node_bytes == Approx(2.0 * (a + b)));
+  }
+  SECTION("not yet ready at the tick: it goes alone") {
+    const auto res = simulate_programs(platform, profile(), one_iteration(2),
+                                       cycle_programs({1 * MS, 0.8 * MS}, {a, b}, {.cycle_s = 1.5 * MS, .fuse_up_to_B = a + b}));
+    const double first_end = 1.5 * MS + ring_s(a);
+    const double second_start = std::ceil(first_end / (1.5 * MS)) * 1.5 * MS;
+    CHECK(res.iteration_time_s == Approx(second_start + ring_s(b)).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("sim::Executor: a negotiation precedes a collective and a fused one copies in and out", "[sim][executor]") {
+  const double bytes = 10e6, words = 16, copy_s_per_B = 1e-10;
+  const auto platform = test_platforms::uniform_star(2, BW, LAT);
+  const double negotiation_s =
+      collective_or_null("allreduce", "rhd")->closed_form_s(UniformNetwork{2 * LAT, BW}, 2, words);
+  SECTION("several items: negotiation, copy in, allreduce, copy out") {
+    const auto res = simulate_programs(
+        platform, profile(), one_iteration(2),
+        cycle_programs({1 * MS}, {bytes}, {.negotiation_B = words, .copy_s_per_B = copy_s_per_B, .items = 3}));
+    CHECK(res.iteration_time_s ==
+          Approx(1 * MS + negotiation_s + 2 * bytes * copy_s_per_B + ring_s(bytes)).epsilon(1e-3));
+  }
+  SECTION("one item is not copied") {
+    const auto res = simulate_programs(
+        platform, profile(), one_iteration(2),
+        cycle_programs({1 * MS}, {bytes}, {.negotiation_B = words, .copy_s_per_B = copy_s_per_B, .items = 1}));
+    CHECK(res.iteration_time_s == Approx(1 * MS + negotiation_s + ring_s(bytes)).epsilon(1e-3));
+  }
 }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/errors.hpp"
+#include "sim/src/exchange/exchange.hpp"
 #include "sim/src/plan/planners.hpp"
 #include "sim/src/plan/program.hpp"
 #include "platforms/transport.hpp"
@@ -321,4 +322,78 @@ TEST_CASE("sim::Planners: ps-async has no barrier and folds only beyond the unfo
   CHECK(big.fold.min_groups == 32);
   REQUIRE(big.fold.groups.size() == 32);
   CHECK(big.fold.groups[1] == std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
+}
+
+TEST_CASE("sim::Planners: Horovod's runtime rides on every allreduce of the data-parallel program", "[sim][planners]") {
+  const auto prof = profile_of({0, 10, 10, 30, 10, 10});
+  const auto plan = plan_iteration(prof, 0, 1e-3);  // one bucket per parameter layer under a cycle
+  const int n = 4;
+  const DataParallelOptions options{
+      .overlap = true, .cycle_s = 1e-3, .fuse_up_to_B = 64, .negotiation_B = 8, .copy_s_per_B = 1e-10};
+  const auto programs = plan_data_parallel(plan, prof, n, options);
+  REQUIRE_NOTHROW(check_programs(programs));
+  CHECK(programs.latency_bound_bypass);
+  const auto& p = programs.of(0);
+  const auto collectives = tasks_of(p, TaskKind::COLLECTIVE);
+  REQUIRE(collectives.size() == plan.buckets.size());
+  std::vector<int> indices;
+  for (std::size_t i = 0; i < p.tasks.size(); ++i)
+    if (p.tasks[i].kind == TaskKind::COLLECTIVE) indices.push_back(static_cast<int>(i));
+  for (std::size_t k = 0; k < collectives.size(); ++k) {
+    const Task& t = *collectives[k];
+    CHECK(t.cycle_s == 1e-3);
+    CHECK(t.fuse_up_to_B == 64);
+    CHECK(t.negotiation_B == 8);
+    CHECK(t.copy_s_per_B == 1e-10);
+    CHECK(t.items == static_cast<int>(plan.buckets[k].layers.size()));
+    CHECK(t.bytes == plan.buckets[k].bytes);
+    // Only its bucket's backward: the next one can be ready (and absorbed) while this one waits for a tick.
+    REQUIRE(t.deps.size() == 1);
+    CHECK(p.tasks[static_cast<std::size_t>(t.deps[0])].kind == TaskKind::COMPUTE);
+  }
+  // The update waits for every allreduce.
+  const Task& update = p.tasks.back();
+  CHECK(update.phase == TaskPhase::UPDATE);
+  for (int i : indices) CHECK(std::find(update.deps.begin(), update.deps.end(), i) != update.deps.end());
+
+  SECTION("without a runtime the allreduces chain and carry none of it") {
+    const auto plain = plan_data_parallel(plan, prof, n, {.overlap = true});
+    CHECK_FALSE(plain.latency_bound_bypass);
+    int prev = -1;
+    for (std::size_t i = 0; i < plain.of(0).tasks.size(); ++i) {
+      const Task& t = plain.of(0).tasks[i];
+      if (t.kind != TaskKind::COLLECTIVE) continue;
+      CHECK(t.cycle_s == 0);
+      CHECK(t.fuse_up_to_B == 0);
+      CHECK(t.negotiation_B == 0);
+      CHECK(t.copy_s_per_B == 0);
+      if (prev >= 0) CHECK(std::find(t.deps.begin(), t.deps.end(), prev) != t.deps.end());
+      prev = static_cast<int>(i);
+    }
+  }
+}
+
+TEST_CASE("sim::Planners: the allreduce family negotiates 8-byte words of 64 tensors each under Horovod",
+          "[sim][planners]") {
+  std::vector<std::int64_t> grads(70, 16);  // 70 tensors: two words
+  grads.push_back(0);                        // a layer without parameters is not negotiated
+  const auto prof = profile_of(grads);
+  TrainingPoint point;
+  point.workers = 4;
+  point.strategy = strategy_by_name("allreduce-ring");
+  point.runtime.cycle_s = 1e-3;
+  point.runtime.fusion_bytes = 1024;
+  point.runtime.framework.negotiation = true;
+  const auto plan = plan_iteration(prof, 0, point.runtime.cycle_s);
+  const auto programs = plan_allreduce_family(plan, prof, point, test_platforms::uniform_star(4, 1.25e9, 5e-6));
+  REQUIRE_NOTHROW(check_programs(programs));
+  const auto collectives = tasks_of(programs.of(0), TaskKind::COLLECTIVE);
+  REQUIRE_FALSE(collectives.empty());
+  for (const Task* t : collectives) {
+    CHECK(t->negotiation_B == 2 * 8);
+    CHECK(t->cycle_s == 1e-3);
+    CHECK(t->fuse_up_to_B == 1024);
+    CHECK(t->copy_s_per_B == 0);  // no fusion copies asked for
+    CHECK_FALSE(t->host_buffers);
+  }
 }

@@ -1,5 +1,5 @@
 // The exchange-family table: one row per family (the parameter-server variants share one planner,
-// sim/src/plan/parameter_server.cpp), with its exchange hooks or its planner (sim/src/plan/). A strategy
+// sim/src/plan/parameter_server.cpp), with its planner (sim/src/plan/). A strategy
 // name is a family name, or family-collective for families that run a collective ("allreduce-ring").
 #include <fmt/format.h>
 
@@ -17,31 +17,31 @@ constexpr const char* AUTO_COLLECTIVE = "auto";
 const std::vector<ExchangeFamily>& exchange_table() {
   static const std::vector<ExchangeFamily> table{
       {"allreduce", "bucketed gradients allreduced by every worker, overlapped with backward (Horovod, DDP)",
-       {.uses_collective = true, .fuses_ready_per_cycle = true}, make_allreduce_exchange,
+       {.uses_collective = true, .fuses_ready_per_cycle = true},
        [](const IterationPlan& plan, const calibrate::ComputeProfile& profile, const TrainingPoint& point,
-          const platforms::Platform&, const Layout&) { return plan_allreduce_family(plan, profile, point); }},
+          const platforms::Platform& platform, const Layout&) { return plan_allreduce_family(plan, profile, point, platform); }},
       {"ps", "TensorFlow parameter_server: every worker pushes each variable to its shard and pulls it back",
-       {.uses_servers = true, .per_layer_buckets = true}, nullptr,
+       {.uses_servers = true, .per_layer_buckets = true},
        [](const IterationPlan& plan, const calibrate::ComputeProfile& profile, const TrainingPoint& point,
-          const platforms::Platform& platform, const Layout& layout) -> std::optional<StepPrograms> {
+          const platforms::Platform& platform, const Layout& layout) -> StepPrograms {
          return plan_parameter_server(plan, profile, point, platform, layout);
        }},
       {"ps-replicated", "TensorFlow distributed_replicated: GPUs of a node sum locally, the node pushes once",
-       {.uses_servers = true, .per_layer_buckets = true}, nullptr,
+       {.uses_servers = true, .per_layer_buckets = true},
        [](const IterationPlan& plan, const calibrate::ComputeProfile& profile, const TrainingPoint& point,
-          const platforms::Platform& platform, const Layout& layout) -> std::optional<StepPrograms> {
+          const platforms::Platform& platform, const Layout& layout) -> StepPrograms {
          return plan_parameter_server(plan, profile, point, platform, layout);
        }},
       {"ps-async", "asynchronous parameter server: each worker pushes and pulls on its own, no barrier",
-       {.uses_servers = true, .per_layer_buckets = true, .asynchronous = true}, nullptr,
+       {.uses_servers = true, .per_layer_buckets = true, .asynchronous = true},
        [](const IterationPlan& plan, const calibrate::ComputeProfile& profile, const TrainingPoint& point,
-          const platforms::Platform& platform, const Layout& layout) -> std::optional<StepPrograms> {
+          const platforms::Platform& platform, const Layout& layout) -> StepPrograms {
          return plan_parameter_server(plan, profile, point, platform, layout);
        }},
       {"data-parallel-single-node", "PyTorch nn.DataParallel: device 0 scatters, replicates, gathers and reduces",
-       {.single_node = true}, nullptr,
+       {.single_node = true},
        [](const IterationPlan& plan, const calibrate::ComputeProfile& profile, const TrainingPoint& point,
-          const platforms::Platform&, const Layout&) -> std::optional<StepPrograms> {
+          const platforms::Platform&, const Layout&) -> StepPrograms {
          return plan_data_parallel_single_node(plan, profile.batch, point);
        }},
   };

@@ -1,4 +1,4 @@
-// Planner: data parallelism with bucketed allreduce (PyTorch DDP's and Horovod's exchange without a cycle).
+// Planner: data parallelism with bucketed allreduce (PyTorch DDP's and Horovod's exchange).
 #include <fmt/format.h>
 
 #include "sim/src/plan/planners.hpp"
@@ -35,6 +35,8 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
     return prev;
   };
   int last_collective = -1;
+  std::vector<int> collectives;
+  const bool fusing = options.fuse_up_to_B > 0;
   auto add_collective = [&](std::size_t k, int after_backward) {
     const auto& b = plan.buckets[k];
     Task t{.kind = TaskKind::COLLECTIVE,
@@ -43,13 +45,23 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
            .operation = "allreduce",
            .group = WORLD,
            .bytes = b.bytes,
+           .cycle_s = options.cycle_s,
+           .fuse_up_to_B = options.fuse_up_to_B,
+           .negotiation_B = options.negotiation_B,
+           .copy_s_per_B = options.copy_s_per_B,
+           .items = static_cast<int>(b.layers.size()),
+           .host_buffers = options.host_buffers,
+           .library_threads = options.library_threads,
            .deps = {segments[k]},
            .args = {{"bucket", static_cast<double>(k)},
                     {"bytes", b.bytes},
                     {"layers", static_cast<double>(b.layers.size())}}};
-    if (last_collective >= 0) t.deps.push_back(last_collective);
+    // Fusing collectives are ordered by the communication stream alone: the next one is ready (to be
+    // absorbed) once its bucket is, while this one waits for its tick.
+    if (last_collective >= 0 && !fusing) t.deps.push_back(last_collective);
     if (after_backward >= 0) t.deps.push_back(after_backward);
     last_collective = p.add(std::move(t));
+    collectives.push_back(last_collective);
   };
   int tail = -1;
   if (options.overlap) {
@@ -66,12 +78,17 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
     for (std::size_t k = 0; k < buckets; ++k) add_collective(k, tail);
   }
   Task update{.kind = TaskKind::COMPUTE, .phase = TaskPhase::UPDATE, .label = "optimizer update", .seconds = plan.update_s, .deps = {tail}};
-  if (last_collective >= 0) update.deps.push_back(last_collective);
+  if (fusing) {
+    update.deps.insert(update.deps.end(), collectives.begin(), collectives.end());
+  } else if (last_collective >= 0) {
+    update.deps.push_back(last_collective);
+  }
   p.add(std::move(update));
   out.programs.push_back(std::move(p));
   out.program_of.assign(static_cast<std::size_t>(workers), 0);
   out.rank_groups.assign(static_cast<std::size_t>(workers), {0});
   out.rank_peers.assign(static_cast<std::size_t>(workers), {});
+  out.latency_bound_bypass = options.cycle_s > 0;
   return out;
 }
 

@@ -15,9 +15,18 @@ namespace dtsim::sim {
 
 struct DataParallelOptions {
   bool overlap = true;  // allreduce each bucket during the remaining backward; false: after backward
+  // A framework runtime around each allreduce (Horovod): Task::cycle_s, fuse_up_to_B (with a cycle, the plan's
+  // buckets fuse at each tick up to this), negotiation_B and copy_s_per_B of every allreduce. A cycle also turns
+  // on the latency-bound bypass (hundreds of tiny exchanges per iteration).
+  double cycle_s = 0;
+  double fuse_up_to_B = 0;
+  double negotiation_B = 0;
+  double copy_s_per_B = 0;
+  bool host_buffers = false;  // Task::host_buffers of every allreduce
+  int library_threads = 1;    // Task::library_threads of every allreduce
 };
 
-// Data parallelism with allreduce (DDP, Horovod without its cycle): every rank runs forward, backward cut at
+// Data parallelism with allreduce (DDP, Horovod with its runtime as task data): every rank runs forward, backward cut at
 // the plan's buckets, one allreduce of each bucket over all ranks in backward order on the communication
 // stream (started once the bucket's gradients are ready on every rank), and the optimizer update once the
 // last allreduce and backward are over.

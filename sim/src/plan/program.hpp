@@ -83,6 +83,26 @@ struct Task {
   // COLLECTIVE: once a collective of its kind (operation, bytes, group shape) has run on the network, later
   // ones wait its measured duration instead of moving their bytes again (plan/layout.cpp "Folds").
   bool priced = false;
+  // COLLECTIVE, a framework runtime around the collective (Horovod's background cycle):
+  // cycle_s > 0: once every member has reached it, it starts only at the next multiple of cycle_s of the clock.
+  double cycle_s = 0;
+  // fuse_up_to_B > 0: at its start it absorbs the following collectives of its group (same operation, fuse_up_to_B
+  // > 0) that every member has ready, while the fused bytes stay within fuse_up_to_B, and runs them as one
+  // collective of their summed bytes (tensor fusion); the absorbed tasks complete with it.
+  double fuse_up_to_B = 0;
+  // negotiation_B > 0: before the collective, a latency-bound allreduce of these bytes over the group (recursive
+  // halving-doubling, message by message) played once; later ones wait its measured duration.
+  double negotiation_B = 0;
+  // copy_s_per_B > 0: a collective holding more than one item (after fusion) copies its bytes into a buffer
+  // before and out after, at these seconds per byte (a fusion buffer); items: the tensors the task's bytes hold.
+  double copy_s_per_B = 0;
+  int items = 1;
+  // COLLECTIVE: the framework hands the library host buffers (CollectiveLibrary::framework_stages_to_host, the
+  // framework staging GPU tensors itself): no kernels on the members' devices, so no interference.
+  bool host_buffers = false;
+  // COLLECTIVE: the threads of each member's process that a library running on the worker's cores reduces
+  // with (LibraryCall::rank_threads).
+  int library_threads = 1;
   std::vector<int> deps{};    // indices of earlier tasks of the same program
   std::vector<InlineCollective> inline_collectives{};  // COMPUTE: run after it on the compute stream
   // Trace arguments (bucket index, layers, ...), copied into the trace event.
