@@ -328,23 +328,29 @@ void check_layout(const ParallelLayout& L, int workers) {
                                  L.order));
 }
 
+namespace {
+// The layout's rank grid: its dimensions in the order L.order names them, fastest first (dp: the
+// data-parallel size).
+RankGrid layout_grid(const ParallelLayout& L, int dp) {
+  std::vector<GridDim> dims;
+  std::string rest = L.order;
+  while (!rest.empty()) {
+    const auto dash = rest.find('-');
+    const std::string d = rest.substr(0, dash);
+    dims.push_back({d, d == "tp" ? L.tp : d == "cp" ? L.cp : d == "dp" ? dp : L.pp});
+    rest = dash == std::string::npos ? "" : rest.substr(dash + 1);
+  }
+  return RankGrid(dims);
+}
+}  // namespace
+
 StepPrograms plan_layout(const calibrate::ComputeProfile& profile, const TrainingPoint& point) {
   const ParallelLayout& L = point.layout;
   check_layout(L, point.workers);
   const int W = point.workers;
   const int dp = W / L.model_parallel();
   const int dp_cp = dp * L.cp;  // the gradient group's size (DP slot)
-  std::vector<GridDim> dims;
-  {
-    std::string rest = L.order;
-    while (!rest.empty()) {
-      const auto dash = rest.find('-');
-      const std::string d = rest.substr(0, dash);
-      dims.push_back({d, d == "tp" ? L.tp : d == "cp" ? L.cp : d == "dp" ? dp : L.pp});
-      rest = dash == std::string::npos ? "" : rest.substr(dash + 1);
-    }
-  }
-  const RankGrid grid(dims);
+  const RankGrid grid = layout_grid(L, dp);
   const std::vector<Chunk> chunks = build_chunks(profile, L);
   const int pp = L.pp, vp = L.vp, m = L.micro_batches;
   const int total_chunks = pp * vp;
@@ -683,15 +689,7 @@ LayoutScheduleBound layout_schedule_bound(const calibrate::ComputeProfile& profi
   std::vector<int> stage_rank(static_cast<std::size_t>(pp), 0);
   std::vector<std::vector<GroupGeometry>> geo(static_cast<std::size_t>(pp), std::vector<GroupGeometry>(6));
   if (comm) {
-    std::vector<GridDim> dims;
-    std::string rest = L.order;
-    while (!rest.empty()) {
-      const auto dash = rest.find('-');
-      const std::string d = rest.substr(0, dash);
-      dims.push_back({d, d == "tp" ? L.tp : d == "cp" ? L.cp : d == "dp" ? dp : L.pp});
-      rest = dash == std::string::npos ? "" : rest.substr(dash + 1);
-    }
-    const RankGrid grid(dims);
+    const RankGrid grid = layout_grid(L, dp);
     stage_rank = grid.group_of(0, "pp").ranks;
     for (int s = 0; s < pp; ++s) {
       const int r = stage_rank[static_cast<std::size_t>(s)];
