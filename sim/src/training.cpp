@@ -131,14 +131,6 @@ class Replay final {
   const TraceRecorder& trace_recorder() const { return trace_; }
 
   // ---- the replay's state and accounting -------------------------------------------------------
-  World& world() { return world_; }
-  const TrainingPoint& point() const { return point_; }
-  const IterationPlan& plan() const { return plan_; }
-  const calibrate::ComputeProfile& profile() const { return profile_; }
-  const Layout& layout() const { return layout_; }
-  const platforms::Platform& platform() const { return platform_; }
-  int workers() const { return workers_; }
-  int iterations() const { return iters_; }
   double factor(int r, int it) const { return factors_[static_cast<std::size_t>(it) * workers_ + r]; }
   // The ranks run at one pace from now on: each iteration's factor becomes their harmonic mean, the
   // factor of their mean compute rate (a folded group of asynchronous workers, NodeFold::shared_pace).
@@ -152,7 +144,6 @@ class Replay final {
     }
   }
   bool tracing(int it) const { return !point_.fidelity.trace_path.empty() && it >= trace_first_; }
-  TraceRecorder& trace() { return trace_; }
 
   // One flow; counts bytes by node boundary (World::crosses_network, as the transports decide: a split
   // node's server end is reached through the network even from its own node). src_node/dst_node: -1

@@ -15,15 +15,7 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
   std::vector<int> segments;
   const std::size_t buckets = plan.buckets.size();
   auto add_segment = [&](std::size_t k) {
-    const auto& b = plan.buckets[k];
-    prev = p.add({.kind = TaskKind::COMPUTE,
-                  .phase = TaskPhase::BACKWARD,
-                  .label = fmt::format("backward to bucket {}: {}", k, bucket_layer_range(profile, b)),
-                  .seconds = plan.bwd_segment_s[k],
-                  .deps = {prev},
-                  .args = {{"bucket", static_cast<double>(k)},
-                           {"bucket_bytes", b.bytes},
-                           {"bucket_layers", static_cast<double>(b.layers.size())}}});
+    prev = p.add(backward_segment_task(plan, profile, k, prev));
     segments.push_back(prev);
   };
   auto add_tail = [&] {

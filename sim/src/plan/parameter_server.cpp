@@ -240,15 +240,7 @@ class PsProgramBuilder {
     int previous = p.add({.kind = TaskKind::COMPUTE, .label = "forward", .seconds = plan_.fwd_s, .deps = forward_deps});
     std::vector<int> barrier_deps;
     for (std::size_t k = 0; k < plan_.buckets.size(); ++k) {
-      const auto& bucket = plan_.buckets[k];
-      previous = p.add({.kind = TaskKind::COMPUTE,
-                        .phase = TaskPhase::BACKWARD,
-                        .label = fmt::format("backward to bucket {}: {}", k, bucket_layer_range(profile_, bucket)),
-                        .seconds = plan_.bwd_segment_s[k],
-                        .deps = {previous},
-                        .args = {{"bucket", static_cast<double>(k)},
-                                 {"bucket_bytes", bucket.bytes},
-                                 {"bucket_layers", static_cast<double>(bucket.layers.size())}}});
+      previous = p.add(backward_segment_task(plan_, profile_, k, previous));
       if (!traffic_.closes_group[k]) continue;  // merged into its group's push (coarse mode)
       const std::size_t g = traffic_.group_of[k];
       if (shape.copy_to_leader) {

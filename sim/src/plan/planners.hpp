@@ -1,6 +1,9 @@
 // Internal to sim/: planners, each building the step programs of one parallel training family from the
 // iteration's compute plan, without SimGrid (tested in tests/sim/test_planners.cpp). One file per planner.
 #pragma once
+#include <fmt/format.h>
+
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,21 @@
 #include "sim/training.hpp"
 
 namespace dtsim::sim {
+
+// The compute of backward segment k of the plan (from the previous bucket's gradients to bucket k's), after
+// task `previous`: what the data-parallel and parameter-server planners run between their bucket exchanges.
+inline Task backward_segment_task(const IterationPlan& plan, const calibrate::ComputeProfile& profile, std::size_t k,
+                                  int previous) {
+  const Bucket& b = plan.buckets[k];
+  return {.kind = TaskKind::COMPUTE,
+          .phase = TaskPhase::BACKWARD,
+          .label = fmt::format("backward to bucket {}: {}", k, bucket_layer_range(profile, b)),
+          .seconds = plan.bwd_segment_s[k],
+          .deps = {previous},
+          .args = {{"bucket", static_cast<double>(k)},
+                   {"bucket_bytes", b.bytes},
+                   {"bucket_layers", static_cast<double>(b.layers.size())}}};
+}
 
 struct DataParallelOptions {
   bool overlap = true;  // allreduce each bucket during the remaining backward; false: after backward
