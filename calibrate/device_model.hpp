@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "calibrate/database.hpp"
 #include "calibrate/op_signature.hpp"
@@ -13,6 +14,29 @@
 namespace dtsim::calibrate {
 
 // What the device model knows about the calibration host, fitted once from a database.
+// Thread scaling on a full node (docs/calibration.md, "Thread scaling on a full node"): the loss
+// L(T) = T t(T) / t(1) of a CPU pass on T threads against one thread doing the same work, both with every core
+// of the node busy, measured per shape and pass (strip_batch(signature) + "|" + pass) and per op class
+// (time-weighted) at a few thread counts (calibrate/data/thread_scaling.json, written by
+// benchmarks/cpu_node_scaling_fit.py from benchmarks/cpu_node_scaling.py's records). Between measured counts L
+// is linear in log2 T, beyond the widest it continues the last segment's slope, and it is never below 1.
+struct ThreadScaling {
+  std::vector<int> threads;                                  // ascending, the first 1
+  std::map<std::string, std::vector<double>> classes;        // class name ("conv") -> L at each of `threads`
+  std::map<std::string, std::vector<double>> shapes;         // shape key -> L at each of `threads`
+  std::string source;                                        // the node and library it was measured with
+  // The calibration backend whose ops it measured ("libtorch": PyTorch's eager ops): it describes predictions
+  // of a framework that runs them (ProfileOptions::backend), whatever calibration stands in for the host.
+  std::string backend;
+  bool empty() const { return threads.empty(); }
+  // L(threads) of the shape `key` where measured, else of `op_class`, else nullopt.
+  std::optional<double> loss(const std::string& key, OpClass op_class, double threads) const;
+  // The shipped table ($DTSIM_THREAD_SCALING, else <data_dir>/calibrate/data/thread_scaling.json); empty when
+  // there is none. Throws InputError naming the file and field when it is malformed.
+  static const ThreadScaling& builtin();
+  static ThreadScaling load(const std::string& path);
+};
+
 struct HostModel {
   HostInfo host;                                   // the host whose timings are used (empty when none)
   // Median efficiency (roofline time / measured time) per "class/pass", e.g. "conv/bwd_weights".
@@ -69,9 +93,13 @@ double device_core_peak_flops(const platforms::Device& device);
 
 // Predicted time (s) of one pass of class `op_class` with `work`, on `device`, given the host
 // efficiency `host_eff` of the same pass (measured, or the class fallback) and whether the pass was
-// compute bound on the host. Throws InputError for a device with no peak or bandwidth.
+// compute bound on the host. A CPU worker with more threads than the host's scales beyond them by the host's
+// Amdahl fit, or by `scaling` where given (the framework's measured thread scaling; `shape_key`,
+// strip_batch(signature) + "|" + pass, finds the pass's own row). Throws InputError for a device with no peak
+// or bandwidth.
 double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& work, double host_eff,
-                      bool host_compute_bound, const platforms::Device& device, const WorkerPlacement& placement);
+                      bool host_compute_bound, const platforms::Device& device, const WorkerPlacement& placement,
+                      const ThreadScaling* scaling = nullptr, const std::string& shape_key = "");
 
 // Fallback efficiency of a class/pass when the database has no entry: the host's class median, else
 // the documented default of the class.

@@ -9,7 +9,7 @@ if(TARGET dtsim_cudnn)
 endif()
 
 install(DIRECTORY platforms/ DESTINATION ${DTSIM_INSTALL_DATA_DIR}/platforms FILES_MATCHING PATTERN "*.yaml")
-install(FILES calibrate/data/calibration.json calibrate/data/gpu_kernels.json
+install(FILES calibrate/data/calibration.json calibrate/data/gpu_kernels.json calibrate/data/thread_scaling.json
         DESTINATION ${DTSIM_INSTALL_DATA_DIR}/calibrate/data)
 install(DIRECTORY scenarios/ DESTINATION ${DTSIM_INSTALL_DATA_DIR}/scenarios
         FILES_MATCHING PATTERN "*.yaml" PATTERN "figures" EXCLUDE)

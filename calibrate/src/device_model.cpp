@@ -8,7 +8,13 @@
 #include <cmath>
 #include <vector>
 
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
 #include "common/errors.hpp"
+#include "common/json_limits.hpp"
+#include "common/paths.hpp"
 #include "models/op_rows.hpp"
 
 namespace dtsim::calibrate {
@@ -53,6 +59,8 @@ constexpr double DEFAULT_COMPUTE_EFFICIENCY = 0.5;
 constexpr double DEFAULT_MEMORY_EFFICIENCY = 0.4;
 // No 1-thread calibration: assume ideal thread scaling of the parallel kernels.
 constexpr double DEFAULT_PARALLEL_FRACTION = 1.0;
+// Largest thread-scaling table read (the shipped one, 335 shape-passes, is about 40 KB).
+constexpr std::size_t THREAD_SCALING_MAX_BYTES = 8 << 20;
 // Efficiencies are clamped to this range (a measured time can never beat the roofline).
 constexpr double MIN_EFFICIENCY = 1e-4;
 constexpr double MAX_EFFICIENCY = 1.0;
@@ -122,6 +130,67 @@ double host_efficiency(const HostInfo& host, const PassEntry& e) {
   const double busy = std::max(e.time_s - cpu_region_s(1), 0.5 * e.time_s);
   if (!(busy > 0) || !(roof > 0)) return MIN_EFFICIENCY;
   return std::clamp(roof / busy, MIN_EFFICIENCY, MAX_EFFICIENCY);
+}
+
+std::optional<double> ThreadScaling::loss(const std::string& key, OpClass op_class, double n) const {
+  if (threads.size() < 2 || !(n >= 1)) return std::nullopt;
+  const std::vector<double>* row = nullptr;
+  if (auto it = shapes.find(key); !key.empty() && it != shapes.end()) row = &it->second;
+  else if (auto ic = classes.find(std::string(to_string(op_class))); ic != classes.end()) row = &ic->second;
+  if (!row) return std::nullopt;
+  // Linear in log2 T between measured counts; the last segment's slope beyond the widest.
+  const double x = std::log2(n);
+  std::size_t i = 1;
+  while (i + 1 < threads.size() && x > std::log2(threads[i])) ++i;
+  const double x0 = std::log2(threads[i - 1]), x1 = std::log2(threads[i]);
+  const double l0 = (*row)[i - 1], l1 = (*row)[i];
+  return std::max(1.0, l0 + (l1 - l0) * (x - x0) / (x1 - x0));
+}
+
+ThreadScaling ThreadScaling::load(const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "thread scaling", {THREAD_SCALING_MAX_BYTES});
+  ThreadScaling t;
+  const auto fail = [&](const std::string& what) { return InputError(fmt::format("{}: {}", path, what)); };
+  if (!j.is_object() || !j.contains("threads") || !j.at("threads").is_array() || j.at("threads").size() < 2)
+    throw fail("field 'threads' must list at least 2 thread counts, the first 1");
+  for (const auto& v : j.at("threads")) {
+    if (!v.is_number_integer() || v.get<int>() < 1 || (!t.threads.empty() && v.get<int>() <= t.threads.back()))
+      throw fail("field 'threads' must hold ascending integers >= 1");
+    t.threads.push_back(v.get<int>());
+  }
+  if (t.threads.front() != 1) throw fail("field 'threads' must start at 1");
+  const auto rows = [&](const char* field, std::map<std::string, std::vector<double>>& out) {
+    if (!j.contains(field) || !j.at(field).is_object()) throw fail(fmt::format("field '{}' must be a map", field));
+    for (const auto& [name, v] : j.at(field).items()) {
+      if (!v.is_array() || v.size() != t.threads.size())
+        throw fail(fmt::format("{}['{}'] must list one loss per thread count ({})", field, name, t.threads.size()));
+      std::vector<double> row;
+      for (const auto& x : v) {
+        if (!x.is_number() || !(x.get<double>() > 0))
+          throw fail(fmt::format("{}['{}'] must hold numbers > 0", field, name));
+        row.push_back(x.get<double>());
+      }
+      out[name] = std::move(row);
+    }
+  };
+  rows("classes", t.classes);
+  rows("shapes", t.shapes);
+  if (!j.contains("backend") || !j.at("backend").is_string() || j.at("backend").get<std::string>().empty())
+    throw fail("field 'backend' must name the calibration backend whose ops were measured (e.g. \"libtorch\")");
+  t.backend = j.at("backend").get<std::string>();
+  if (j.contains("node") && j.at("node").is_string()) t.source = j.at("node").get<std::string>();
+  return t;
+}
+
+const ThreadScaling& ThreadScaling::builtin() {
+  static const ThreadScaling table = [] {
+    const char* env = std::getenv("DTSIM_THREAD_SCALING");
+    const std::string path = env && *env ? std::string(env)
+                                         : (data_dir() / "calibrate" / "data" / "thread_scaling.json").string();
+    if (!std::filesystem::exists(path)) return ThreadScaling{};
+    return load(path);
+  }();
+  return table;
 }
 
 HostModel fit_host_model(const CalibrationDb& db, const std::string& backend, const std::string& allocator) {
@@ -225,7 +294,8 @@ double numa_memory_factor(const Device& device, const WorkerPlacement& placement
 }
 
 double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& work, double host_eff,
-                      bool host_compute_bound, const Device& device, const WorkerPlacement& placement) {
+                      bool host_compute_bound, const Device& device, const WorkerPlacement& placement,
+                      const ThreadScaling* scaling, const std::string& shape_key) {
   if (!(device_peak_flops(device) > 0) || !(device.mem_bandwidth_Bps > 0))
     throw InputError(fmt::format("device '{}': peak_flops and mem_bandwidth_Bps must be > 0 for the compute model",
                                  device.name));
@@ -262,7 +332,16 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
   if (auto it = model.parallel_fraction.find(cls); it != model.parallel_fraction.end()) p = it->second;
   const double host_threads = std::max(model.host.threads, 1);
   const double amdahl_host = (1 - p) + p / host_threads;
-  const double amdahl_target = (1 - p) + p / n;
+  // Time at n threads as a fraction of one thread's: the host's own Amdahl fit up to its threads; beyond them,
+  // the loss measured on a full node, L(n) / n against L(T) / T at the host's T (ThreadScaling).
+  double amdahl_target = (1 - p) + p / n;
+  double memory_loss = 1.0;  // the same measured loss, on the memory-bound path (its bandwidth share holds the 1/n)
+  if (scaling && n > host_threads)
+    if (const auto ln = scaling->loss(shape_key, op_class, n)) {
+      const double lt = scaling->loss(shape_key, op_class, host_threads).value_or(1.0);
+      amdahl_target = amdahl_host * (*ln / n) / (lt / host_threads);
+      memory_loss = *ln / lt;
+    }
   // Shared-hardware slowdown: a pass runs slower the more of the node's other cores are busy. The host
   // timing carries the slowdown of its own busy cores (its threads, out of the cores the co-run
   // calibration kept busy); the target gets the slowdown of its node's busy cores instead.
@@ -278,7 +357,7 @@ double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& 
     const double compute_s = work.flops / (core_peak * e1) * amdahl_target * contention;
     return overhead + std::max(compute_s, work.bytes / bw_share);
   }
-  const double memory_s = work.bytes / (bw_share * eff) * contention;
+  const double memory_s = work.bytes / (bw_share * eff) * contention * memory_loss;
   return overhead + std::max(memory_s, work.flops / (core_peak * n));
 }
 

@@ -177,6 +177,10 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
     cached = cached_model(path, backend, allocator);
   }
 
+  // The framework's measured thread scaling, where the table describes its ops (options.backend: what the
+  // framework runs, even when another backend's calibration stands in for the host).
+  const ThreadScaling& table = ThreadScaling::builtin();
+  const ThreadScaling* scaling = !table.empty() && table.backend == options.backend ? &table : nullptr;
   WorkerPlacement placement;
   placement.workers_per_node = options.workers_per_node;
   placement.cpu_sockets = options.cpu_sockets;
@@ -260,7 +264,8 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
         const bool by_kernel_model = kernels && kernel_model_applies(layer.op);
         s = by_kernel_model ? kernel_pass_s(*kernels, layer, pass, device, options.precision,
                                             kernel_share(device, placement.threads, placement.cpu_sockets))
-                            : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement);
+                            : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement,
+                                             scaling, strip_batch(signature) + "|" + std::string(to_string(pass)));
         measured = he.measured;
         source = by_kernel_model ? kernel_source
                  : he.measured   ? "device model from this host's measured entries"
