@@ -57,8 +57,8 @@ struct HostModel {
 };
 
 // Picks the database's host of `backend` ("onednn" or "libtorch") timed in heap regime `allocator` ("" for
-// oneDNN; HostInfo::allocator) with the most entries (ties: more threads) and fits its model; an empty model
-// when the database has no such host.
+// oneDNN; HostInfo::allocator) with the most measured (clean) passes (ties: more threads) and fits its model;
+// an empty model when the database has no such host.
 HostModel fit_host_model(const CalibrationDb& db, const std::string& backend = "onednn",
                          const std::string& allocator = "");
 

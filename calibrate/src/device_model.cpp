@@ -200,7 +200,11 @@ HostModel fit_host_model(const CalibrationDb& db, const std::string& backend, co
   std::size_t best_n = 0;
   for (const auto& h : hosts) {
     if (h.backend != backend || h.allocator != allocator || h.instances != 1) continue;
-    const std::size_t n = db.entries(h.key()).size();
+    // Its measured passes: one whose passes were all disturbed (a T-thread calibration on a T-core machine
+    // that something else shared) has none to carry.
+    std::size_t n = 0;
+    for (const auto& [sig, passes] : db.entries(h.key()))
+      for (const auto& [pass, e] : passes) n += e.status == EntryStatus::MEASURED ? 1 : 0;
     if (!best || n > best_n || (n == best_n && h.threads > best->threads)) {
       best = &h;
       best_n = n;

@@ -270,6 +270,19 @@ HereCalibration calibrate_here(const models::Model& model, const ValidateOptions
   report.notes.push_back(fmt::format("{}calibration: {} {} ({} reused, {} timed, {} disturbed) in {}", prefix,
                                      summary.items, passes, summary.reused, summary.timed, summary.disturbed,
                                      summary.db_path));
+  // T threads on a machine of T cores: the calibrator's own threads and anything else running disturb every
+  // pass (a 2-thread calibration on this 2-core machine keeps none). Then the passes are timed at 1 thread too,
+  // and the T-thread prediction carries them by the framework's measured thread scaling where it has one
+  // (calibrate/data/thread_scaling.json; the host's Amdahl fit otherwise).
+  if (options.threads > 1 && summary.disturbed > 0) {
+    calibrate::CalibrateOptions one = co;
+    one.threads = 1;
+    const auto s = calibrate::calibrate_model(model, one);
+    report.notes.push_back(fmt::format("{}calibration at 1 thread ({} of the {}-thread passes disturbed): {} {} "
+                                       "({} reused, {} timed, {} disturbed)",
+                                       prefix, summary.disturbed, options.threads, s.items, passes, s.reused, s.timed,
+                                       s.disturbed));
+  }
   // Ranks that share the machine slow each other down through shared hardware (caches, memory, the
   // hypervisor's scheduling of sibling vCPUs). Measured the same way: the same passes timed as
   // 1-thread copies running at once, one per rank (docs/calibration.md, co-run calibration).
