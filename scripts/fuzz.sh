@@ -2,7 +2,7 @@
 # Builds (clang, ASan+UBSan, libFuzzer) and runs dtsim's loader fuzz targets: docs/fuzzing.md.
 #   scripts/fuzz.sh [--runs N] [--time S] [--seed N] [--timeout S] [--fresh] [--build-dir DIR] [--work-dir DIR]
 #                    [--no-build|--build-only] [TARGET...]
-# TARGET is one of: model_yaml platform_yaml device_catalog scenario_yaml calibration_db gpu_kernel_model
+# TARGET is one of: model_yaml platform_yaml device_catalog scenario_yaml calibration_db gpu_kernel_model thread_scaling
 # hf_config (default: all).
 # Each target starts from its seed corpus (the shipped files + fuzz/seeds/) and keeps what it learns in
 # <work-dir>/<target>/corpus (default work-dir: <build-dir>/fuzz/work; --fresh empties it first). A crash,
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-all_targets=(model_yaml platform_yaml device_catalog scenario_yaml calibration_db gpu_kernel_model hf_config)
+all_targets=(model_yaml platform_yaml device_catalog scenario_yaml calibration_db gpu_kernel_model thread_scaling hf_config)
 runs=10000
 max_time=0        # seconds per target; 0 = no limit but --runs
 seed=0            # 0 = libFuzzer picks one
@@ -69,6 +69,7 @@ seed_files() {
     calibration_db) ls fuzz/seeds/calibration_db/* ;;
     hf_config) ls models/examples/hf/*/config.json fuzz/seeds/hf_config/* ;;
     gpu_kernel_model) ls calibrate/data/gpu_kernels.json fuzz/seeds/gpu_kernel_model/* ;;
+    thread_scaling) ls calibrate/data/thread_scaling.json fuzz/seeds/thread_scaling/* ;;
   esac
 }
 # Inputs up to this size: the largest shipped file of the kind, with room to grow; for the JSON
@@ -76,12 +77,12 @@ seed_files() {
 max_len() {
   case "$1" in
     device_catalog) echo 24576 ;;
-    calibration_db|gpu_kernel_model) echo 36864 ;;
+    calibration_db|gpu_kernel_model|thread_scaling) echo 36864 ;;
     hf_config) echo 36864 ;;  # the ViT example's 1,000 labels are 24 KiB; past the fuzz build's 32 KiB JSON bound
     *) echo 6144 ;;
   esac
 }
-dict() { case "$1" in calibration_db|gpu_kernel_model|hf_config) echo fuzz/json.dict ;; *) echo fuzz/yaml.dict ;; esac; }
+dict() { case "$1" in calibration_db|gpu_kernel_model|thread_scaling|hf_config) echo fuzz/json.dict ;; *) echo fuzz/yaml.dict ;; esac; }
 
 # The scratch file each input is written to lives in memory where it can; ASan's quarantine of freed
 # memory is kept small so that the allocator reuses warm pages (a fifth fewer page faults per input).
