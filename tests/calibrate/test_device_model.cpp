@@ -12,23 +12,15 @@
 #include "calibrate/profile.hpp"
 #include "common/errors.hpp"
 #include "platforms/device.hpp"
+#include "tests/calibrate/device_fixtures.hpp"
 
 namespace {
 
 using dtsim::platforms::Device;
 using dtsim::platforms::DeviceKind;
 
-Device test_cpu() {
-  Device d;
-  d.name = "test-cpu";
-  d.kind = DeviceKind::CPU;
-  d.cores = 4;
-  d.clock_hz = 1e9;
-  d.simd_width_fp32 = 16;
-  d.fma_units = 2;  // 64 GFLOP/s per core
-  d.mem_bandwidth_Bps = 40e9;
-  return d;
-}
+using dtsim::test::host_model;
+using dtsim::test::test_cpu;
 
 Device test_gpu() {
   Device d;
@@ -61,15 +53,6 @@ dtsim::calibrate::PassEntry conv_entry(double time_s, double flops) {
   e.bytes = 1e6;
   e.op = "conv2d";
   return e;
-}
-
-dtsim::calibrate::HostModel host_model(int threads) {
-  dtsim::calibrate::HostModel m;
-  m.host.device_model = "Test CPU";
-  m.host.threads = threads;
-  m.host.core_peak_flops = 100e9;
-  m.host.mem_bandwidth_Bps = 10e9;
-  return m;
 }
 
 // A 3x3 convolution (8 channels) and its ReLU on an 8x3x16x16 input.

@@ -13,6 +13,7 @@
 #include "calibrate/profile.hpp"
 #include "common/errors.hpp"
 #include "platforms/device.hpp"
+#include "tests/calibrate/device_fixtures.hpp"
 
 namespace {
 
@@ -30,26 +31,9 @@ ThreadScaling table() {
   return t;
 }
 
-dtsim::platforms::Device cpu16() {
-  dtsim::platforms::Device d;
-  d.name = "test-cpu-16";
-  d.kind = dtsim::platforms::DeviceKind::CPU;
-  d.cores = 16;
-  d.clock_hz = 1e9;
-  d.simd_width_fp32 = 16;
-  d.fma_units = 2;  // 64 GFLOP/s per core
-  d.mem_bandwidth_Bps = 160e9;
-  return d;
-}
+dtsim::platforms::Device cpu16() { return dtsim::test::test_cpu(16, 160e9); }
 
-dtsim::calibrate::HostModel host_model(int threads) {
-  dtsim::calibrate::HostModel m;
-  m.host.device_model = "Test CPU";
-  m.host.threads = threads;
-  m.host.core_peak_flops = 100e9;
-  m.host.mem_bandwidth_Bps = 10e9;
-  return m;
-}
+using dtsim::test::host_model;
 
 std::string write(const std::string& text) {
   const auto path = std::filesystem::temp_directory_path() / ("dtsim_ts_" + std::to_string(::getpid()) + ".json");
