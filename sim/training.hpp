@@ -110,13 +110,17 @@ double expected_max_with_reference_factor(int n, double cv);
 struct FrameworkRuntime {
   std::string name = "none";
   bool negotiation = false;    // a small allreduce among all ranks before each collective (Horovod)
-  bool fusion_copies = false;  // fused gradients copied into and out of a buffer at device memory bandwidth
+  // Gradient copies into a buffer before each collective and back after it: a bucket of at least this many
+  // gradient tensors (after fusion) is copied; 0 = none. Horovod 2 (fused tensors go through the fusion buffer,
+  // a single one is reduced in place); PyTorch DDP 1 (every gradient is copied into its bucket view).
+  // Rates and where they run: docs/frameworks.md "Gradient copies".
+  int copy_min_items = 0;
   // Calibration whose per-layer times the framework's compute runs at: "onednn" (kernels at their best),
   // "libtorch" (eager PyTorch ops, `dtsim calibrate --backend libtorch`; oneDNN where none exist).
   std::string calibration = "onednn";
   // The collective library the framework runs on GPU and on CPU workers ("" = the platform's).
-  std::string gpu_library;
-  std::string cpu_library;
+  std::string gpu_library{};
+  std::string cpu_library{};
   // CPU workers on runs across nodes: cores per process that the communication library's progress
   // servers hold (Intel MLSL's endpoint servers), so compute runs on the process's other cores;
   // `comm_cores_xeon_phi` on Xeon Phi (microarchitecture knights-landing). 0 = none.

@@ -332,7 +332,7 @@ double server_apply_s_per_B(const models::Model& model, const platforms::Platfor
 bool layout_applies(const Scenario& s) {
   const auto& f = s.point.runtime.framework;
   return s.point.strategy.exchange == "allreduce" && s.point.runtime.cycle_s <= 0 && !f.negotiation &&
-         !f.fusion_copies;
+         f.copy_min_items == 0;
 }
 
 // The layout's derived bytes, the model FLOPs behind MFU and the memory options of every stage.

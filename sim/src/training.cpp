@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 
@@ -972,34 +973,40 @@ class Replay final {
         return;
       }
     }
-    // Copies into and out of a buffer around a collective of several items (Task::copy_s_per_B).
-    const double copy_s = t.copy_s_per_B > 0 && items > 1 ? bytes * t.copy_s_per_B : 0;
-    auto library = [this, g, call, key, t0, kernels, copy_s, operation = t.operation,
+    // Copies into and out of a buffer around a collective of enough items (Task::copy_s_per_B, copy_min_items):
+    // computations on the members' devices (copy_on_cores) or delays.
+    const double copy_s = t.copy_s_per_B > 0 && items >= t.copy_min_items ? bytes * t.copy_s_per_B : 0;
+    auto copy = [this, g, copy_s, on_cores = t.copy_on_cores](std::function<void()> next) {
+      if (copy_s <= 0) {
+        next();
+      } else if (!on_cores) {
+        world_.after(copy_s, std::move(next));
+      } else {
+        const auto& ranks = programs_.groups[static_cast<std::size_t>(g)].ranks;
+        auto left = std::make_shared<std::size_t>(ranks.size());
+        auto then = std::make_shared<std::function<void()>>(std::move(next));
+        for (const int q : ranks)
+          world_.compute(q, copy_s, [left, then] {
+            if (--*left == 0) (*then)();
+          });
+      }
+    };
+    auto library = [this, g, call, key, t0, kernels, copy, operation = t.operation,
                     finish = std::move(finish)]() mutable {
       const auto& ranks = programs_.groups[static_cast<std::size_t>(g)].ranks;
       if (kernels)
         for (int q : ranks) comm_begin(q);
       start_library_collective(
           world_, *library_, operation, call, ranks, forced_, point_.fidelity.comm_mode,
-          [this, g, key, t0, kernels, copy_s, finish = std::move(finish)]() mutable {
+          [this, g, key, t0, kernels, copy, finish = std::move(finish)]() mutable {
             if (kernels)
               for (int q : programs_.groups[static_cast<std::size_t>(g)].ranks) comm_end(q);
             if (!key.empty()) collective_prices_[key] = world_.now() - t0;
-            if (copy_s > 0) {
-              world_.after(copy_s, std::move(finish));
-            } else {
-              finish();
-            }
+            copy(std::move(finish));
           },
           "step program");
     };
-    auto copy_in = [this, copy_s, library = std::move(library)]() mutable {
-      if (copy_s > 0) {
-        world_.after(copy_s, std::move(library));
-      } else {
-        library();
-      }
-    };
+    auto copy_in = [copy, library = std::move(library)]() mutable { copy(std::move(library)); };
     // The negotiation before it (Task::negotiation_B): measured once per group and size, then its duration.
     if (t.negotiation_B > 0 && n > 1) {
       const std::string nkey = fmt::format("{}|{}", g, t.negotiation_B);

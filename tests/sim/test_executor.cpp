@@ -358,6 +358,8 @@ StepPrograms cycle_programs(const std::vector<double>& segments, const std::vect
     t.fuse_up_to_B = runtime.fuse_up_to_B;
     t.negotiation_B = runtime.negotiation_B;
     t.copy_s_per_B = runtime.copy_s_per_B;
+    t.copy_min_items = runtime.copy_min_items;
+    t.copy_on_cores = runtime.copy_on_cores;
     t.items = runtime.items;
     p.add(std::move(t));
   }
@@ -430,10 +432,58 @@ TEST_CASE("sim::Executor: a negotiation precedes a collective and a fused one co
     CHECK(res.iteration_time_s ==
           Approx(1 * MS + negotiation_s + 2 * bytes * copy_s_per_B + ring_s(bytes)).epsilon(1e-3));
   }
-  SECTION("one item is not copied") {
+  SECTION("one item is not copied where copies start at two (Horovod)") {
     const auto res = simulate_programs(
         platform, profile(), one_iteration(2),
-        cycle_programs({1 * MS}, {bytes}, {.negotiation_B = words, .copy_s_per_B = copy_s_per_B, .items = 1}));
+        cycle_programs({1 * MS}, {bytes}, {.negotiation_B = words, .copy_s_per_B = copy_s_per_B, .copy_min_items = 2, .items = 1}));
     CHECK(res.iteration_time_s == Approx(1 * MS + negotiation_s + ring_s(bytes)).epsilon(1e-3));
   }
+  SECTION("one item is copied where every bucket is (DDP)") {
+    const auto res = simulate_programs(
+        platform, profile(), one_iteration(2),
+        cycle_programs({1 * MS}, {bytes}, {.negotiation_B = words, .copy_s_per_B = copy_s_per_B, .copy_min_items = 1, .items = 1}));
+    CHECK(res.iteration_time_s ==
+          Approx(1 * MS + negotiation_s + 2 * bytes * copy_s_per_B + ring_s(bytes)).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("sim::Executor: copies on the members' cores share their devices with the backward they overlap "
+          "(closed form)",
+          "[sim][executor]") {
+  // Two ranks: backward 0 (S0), then bucket 0's allreduce, overlapped by backward 1 (S1), which the update
+  // follows. Each copy is c of device time. On the cores: the copy in and backward 1 share the device at
+  // half speed each, so the copy ends at S0 + 2c, the allreduce runs R alone on the network, the copy out
+  // shares the device again for 2c; backward 1 has lost c to each copy and ends at S0 + S1 + 2c, later by
+  // exactly the copies' time (S1 > 2c + R: both copies end under it). As delays (a GPU's copy kernels off
+  // its compute stream) nothing is taken from backward 1: S0 + S1.
+  const double bytes = 1e6, copy_s_per_B = 1e-9, s0 = 1 * MS, s1 = 10 * MS, update = 0.5 * MS;
+  const double c = bytes * copy_s_per_B;
+  const auto platform = test_platforms::uniform_star(2, BW, LAT);
+  REQUIRE(s1 > 2 * c + ring_s(bytes));
+  auto run = [&](bool on_cores, int min_items, double second_s) {
+    StepPrograms pr;
+    pr.groups = {world_group(2)};
+    RankProgram p;
+    const int b0 = p.add(compute("backward 0", s0, {}, TaskPhase::BACKWARD));
+    Task t = collective("allreduce", 0, bytes, {b0});
+    t.copy_s_per_B = copy_s_per_B;
+    t.copy_min_items = min_items;
+    t.copy_on_cores = on_cores;
+    const int ar = p.add(std::move(t));
+    const int b1 = p.add(compute("backward 1", second_s, {b0}, TaskPhase::BACKWARD));
+    p.add({.kind = TaskKind::COMPUTE, .phase = TaskPhase::UPDATE, .label = "update", .seconds = update, .deps = {ar, b1}});
+    pr.programs = {p};
+    pr.program_of.assign(2, 0);
+    pr.rank_groups.assign(2, {0});
+    pr.rank_peers.assign(2, {});
+    return simulate_programs(platform, profile(), one_iteration(2), pr).iteration_time_s;
+  };
+  CHECK(run(true, 1, s1) == Approx(s0 + s1 + 2 * c + update).epsilon(1e-9));
+  CHECK(run(false, 1, s1) == Approx(s0 + s1 + update).epsilon(1e-9));
+  // A bucket under the framework's threshold is not copied: nothing taken.
+  CHECK(run(true, 2, s1) == Approx(s0 + s1 + update).epsilon(1e-9));
+  // Nothing to overlap: a copy alone on the device takes c, as the delay does.
+  const double alone = s0 + 2 * c + ring_s(bytes) + update;
+  CHECK(run(true, 1, 0) == Approx(alone).epsilon(1e-3));
+  CHECK(run(false, 1, 0) == Approx(run(true, 1, 0)).epsilon(1e-9));
 }

@@ -397,3 +397,44 @@ TEST_CASE("sim::Planners: the allreduce family negotiates 8-byte words of 64 ten
     CHECK_FALSE(t->host_buffers);
   }
 }
+
+TEST_CASE("sim::Planners: DDP copies every bucket, on a CPU worker's cores and as a GPU's copy delays",
+          "[sim][planners]") {
+  // PyTorch DDP's reducer copies each gradient into its bucket and back (pytorch-ddp: copy_min_items 1).
+  // A CPU worker does it with its own threads at one core's share of the socket's bandwidth each (xeon-e5-2680-v4:
+  // 76.8 GB/s over 14 cores, platforms/devices.yaml), 2 threads here; a GPU at its memory bandwidth, off its
+  // compute stream.
+  auto prof = profile_of({0, 10, 10, 30, 10, 10});
+  prof.threads = 2;
+  const auto plan = plan_iteration(prof, 25);
+  TrainingPoint point;
+  point.workers = 4;
+  point.strategy = strategy_by_name("allreduce-ring");
+  apply_framework(point, framework_by_name("pytorch-ddp"));
+  REQUIRE(point.runtime.framework.copy_min_items == 1);
+  auto cpu = test_platforms::uniform_star(4, 1.25e9, 5e-6);
+  cpu.node.cpu = "xeon-e5-2680-v4";
+  auto gpu = test_platforms::gpu_fat_tree(4, 4);
+  gpu.node.cpu = "xeon-e5-2680-v4";
+  gpu.node.gpu = "p100-pcie";
+  const auto& p100 = platforms::DeviceCatalog::builtin().by_name("p100-pcie");
+  const double core_Bps = 76.8e9 / 14;
+  for (const bool on_cpu : {true, false}) {
+    const auto programs = plan_allreduce_family(plan, prof, point, on_cpu ? cpu : gpu);
+    REQUIRE_NOTHROW(check_programs(programs));
+    const auto collectives = tasks_of(programs.of(0), TaskKind::COLLECTIVE);
+    REQUIRE_FALSE(collectives.empty());
+    for (const Task* t : collectives) {
+      CHECK(t->copy_min_items == 1);
+      CHECK(t->copy_on_cores == on_cpu);
+      CHECK(t->copy_s_per_B == Approx(on_cpu ? 2 / (2 * core_Bps) : 2 / p100.mem_bandwidth_Bps).epsilon(1e-12));
+    }
+  }
+  SECTION("Horovod copies only what it fuses") {
+    apply_framework(point, framework_by_name("horovod"));
+    for (const Task* t : tasks_of(plan_allreduce_family(plan, prof, point, cpu).of(0), TaskKind::COLLECTIVE)) {
+      CHECK(t->copy_min_items == 2);
+      CHECK(t->copy_on_cores);
+    }
+  }
+}

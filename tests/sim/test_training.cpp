@@ -341,7 +341,7 @@ TEST_CASE("sim::Training: Horovod on host buffers adds host fusion memcpys, copi
   p.runtime.fusion_bytes = 1e12;
   p.runtime.overlap = false;
   p.fidelity.iterations = 1;
-  p.runtime.framework.fusion_copies = true;
+  p.runtime.framework.copy_min_items = 2;  // Horovod's
   p.runtime.collective_library = "horovod-host-openmpi-4.0";
   const double core_Bps = 76.8e9 / 14;
   const double dma_Bps = plat.node.intra.link_bandwidth_Bps *

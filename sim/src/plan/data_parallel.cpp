@@ -41,6 +41,8 @@ StepPrograms plan_data_parallel(const IterationPlan& plan, const calibrate::Comp
            .fuse_up_to_B = options.fuse_up_to_B,
            .negotiation_B = options.negotiation_B,
            .copy_s_per_B = options.copy_s_per_B,
+           .copy_min_items = options.copy_min_items,
+           .copy_on_cores = options.copy_on_cores,
            .items = static_cast<int>(b.layers.size()),
            .host_buffers = options.host_buffers,
            .library_threads = options.library_threads,

@@ -33,13 +33,16 @@ inline Task backward_segment_task(const IterationPlan& plan, const calibrate::Co
 
 struct DataParallelOptions {
   bool overlap = true;  // allreduce each bucket during the remaining backward; false: after backward
-  // A framework runtime around each allreduce (Horovod): Task::cycle_s, fuse_up_to_B (with a cycle, the plan's
-  // buckets fuse at each tick up to this), negotiation_B and copy_s_per_B of every allreduce. A cycle also turns
-  // on the latency-bound bypass (hundreds of tiny exchanges per iteration).
+  // A framework runtime around each allreduce (Horovod, DDP): Task::cycle_s, fuse_up_to_B (with a cycle, the
+  // plan's buckets fuse at each tick up to this), negotiation_B, copy_s_per_B, copy_min_items and copy_on_cores
+  // of every allreduce. A cycle also turns on the latency-bound bypass (hundreds of tiny exchanges per
+  // iteration).
   double cycle_s = 0;
   double fuse_up_to_B = 0;
   double negotiation_B = 0;
   double copy_s_per_B = 0;
+  int copy_min_items = 1;
+  bool copy_on_cores = false;
   bool host_buffers = false;  // Task::host_buffers of every allreduce
   int library_threads = 1;    // Task::library_threads of every allreduce
 };

@@ -93,9 +93,14 @@ struct Task {
   // negotiation_B > 0: before the collective, a latency-bound allreduce of these bytes over the group (recursive
   // halving-doubling, message by message) played once; later ones wait its measured duration.
   double negotiation_B = 0;
-  // copy_s_per_B > 0: a collective holding more than one item (after fusion) copies its bytes into a buffer
-  // before and out after, at these seconds per byte (a fusion buffer); items: the tensors the task's bytes hold.
+  // copy_s_per_B > 0: a collective holding at least copy_min_items items (after fusion) copies its bytes into a
+  // buffer before and out after, bytes x copy_s_per_B each (a fusion buffer, DDP's buckets); items: the tensors
+  // the task's bytes hold. copy_on_cores: each copy is a computation of that many seconds on every member's
+  // device, sharing it with what the device computes meanwhile (a CPU worker's copies take its cores), else a
+  // delay that holds no device.
   double copy_s_per_B = 0;
+  int copy_min_items = 1;
+  bool copy_on_cores = false;
   int items = 1;
   // COLLECTIVE: the framework hands the library host buffers (CollectiveLibrary::framework_stages_to_host, the
   // framework staging GPU tensors itself): no kernels on the members' devices, so no interference.
