@@ -6,55 +6,17 @@
 // once (2 x bytes per copy, STREAM's convention and dtsim's COPY_TRAFFIC_PER_BYTE); the per-core figure is
 // the total over T. Prints the median over repeats, with this process's CPU time over (wall x T): below 0.9
 // another process took the cores and the figure is not clean (docs/HOST-NOTES: own CPU time).
-// Build and run: benchmarks/copy_bandwidth.sh (g++ -O3 -march=native -pthread).
-#include <sys/resource.h>
-
-#include <algorithm>
-#include <chrono>
+// Build and run: benchmarks/copy_bandwidth.sh (g++ -O3 -march=native -pthread; shares bench_threads.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
-namespace {
+#include "bench_threads.hpp"
 
-using Clock = std::chrono::steady_clock;
-
-double cpu_s() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
-}
-
-struct Timing {
-  double wall_s = 0;
-  double cpu_s = 0;
-};
-
-// Runs kernel(begin, end) over [0, n) split in `threads` contiguous shares, one thread each.
-template <typename Kernel>
-Timing run(std::size_t n, int threads, Kernel kernel) {
-  const double c0 = cpu_s();
-  const auto t0 = Clock::now();
-  std::vector<std::thread> pool;
-  const std::size_t share = n / static_cast<std::size_t>(threads);
-  for (int t = 0; t < threads; ++t) {
-    const std::size_t begin = static_cast<std::size_t>(t) * share;
-    const std::size_t end = t + 1 == threads ? n : begin + share;
-    pool.emplace_back([=] { kernel(begin, end); });
-  }
-  for (auto& th : pool) th.join();
-  return {std::chrono::duration<double>(Clock::now() - t0).count(), cpu_s() - c0};
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using bench::median;
+using bench::run_split;
+using bench::Timing;
 
 int main(int argc, char** argv) {
   const std::size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 1024;
@@ -68,16 +30,16 @@ int main(int argc, char** argv) {
   const std::size_t n = bytes / sizeof(float);
   std::vector<float> a(n), b(n);
   // Resident pages on every thread's share first (the vectors' zeroing has faulted them in).
-  run(n, threads, [&](std::size_t i0, std::size_t i1) {
+  run_split(n, threads, [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) a[i] = static_cast<float>(i & 1023);
   });
   const float scale = 0.5F;
   std::vector<double> copy_Bps, scale_Bps, copy_busy, scale_busy;
   for (int r = 0; r < repeats; ++r) {
-    const Timing c = run(n, threads, [&](std::size_t i0, std::size_t i1) {
+    const Timing c = run_split(n, threads, [&](std::size_t i0, std::size_t i1) {
       std::memcpy(b.data() + i0, a.data() + i0, (i1 - i0) * sizeof(float));
     });
-    const Timing s = run(n, threads, [&](std::size_t i0, std::size_t i1) {
+    const Timing s = run_split(n, threads, [&](std::size_t i0, std::size_t i1) {
       const float* __restrict src = a.data();
       float* __restrict dst = b.data();
       for (std::size_t i = i0; i < i1; ++i) dst[i] = scale * src[i];  // vectorised, as ATen's mul kernel is

@@ -5,56 +5,32 @@
 // memory is timed too, so fault cost = fresh - resident. Prints the medians per 4 KiB page, by wall time and
 // by this process's CPU time (user + system, summed over threads): on a shared machine the CPU time is the
 // figure to trust, the wall time only when the machine is quiet.
-// Build and run: benchmarks/page_fault_cost.sh (g++ -O2 -pthread).
+// Build and run: benchmarks/page_fault_cost.sh (g++ -O2 -pthread; shares bench_threads.hpp).
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
+
+#include "bench_threads.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double cpu_s() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
-}
-
-struct Timing {
-  double wall_s = 0;
-  double cpu_s = 0;
-};
+using bench::median;
+using bench::Timing;
 
 // Writes the whole region (memset, as a kernel writing its output does) with `threads` threads.
 Timing touch(char* base, std::size_t bytes, int threads) {
-  const double c0 = cpu_s();
-  const auto t0 = Clock::now();
-  std::vector<std::thread> pool;
-  const std::size_t share = bytes / static_cast<std::size_t>(threads);
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([=] { std::memset(base + static_cast<std::size_t>(t) * share, 1, share); });
-  for (auto& th : pool) th.join();
-  return {std::chrono::duration<double>(Clock::now() - t0).count(), cpu_s() - c0};
+  return bench::run_split(bytes, threads, [=](std::size_t b, std::size_t e) { std::memset(base + b, 1, e - b); });
 }
 
 long minor_faults() {
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
   return r.ru_minflt;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
