@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "calibrate/database.hpp"
@@ -16,7 +17,7 @@ namespace dtsim::calibrate {
 // What the device model knows about the calibration host, fitted once from a database.
 // Thread scaling on a full node (docs/calibration.md, "Thread scaling on a full node"): the loss
 // L(T) = T t(T) / t(1) of a CPU pass on T threads against one thread doing the same work, both with every core
-// of the node busy, measured per shape and pass (strip_batch(signature) + "|" + pass) and per op class
+// of the node busy, measured per shape and pass (shape_pass_key) and per op class
 // (time-weighted) at a few thread counts (calibrate/data/thread_scaling.json, written by
 // benchmarks/cpu_node_scaling_fit.py from benchmarks/cpu_node_scaling.py's records). Between measured counts L
 // is linear in log2 T, beyond the widest it continues the last segment's slope, and it is never below 1.
@@ -32,8 +33,11 @@ struct ThreadScaling {
   // L(threads) of the shape `key` where measured, else of `op_class`, else nullopt.
   std::optional<double> loss(const std::string& key, OpClass op_class, double threads) const;
   // The shipped table ($DTSIM_THREAD_SCALING, else <data_dir>/calibrate/data/thread_scaling.json); empty when
-  // there is none. Throws InputError naming the file and field when it is malformed.
+  // the shipped file is absent. Throws InputError naming the file and field when it is malformed, and naming
+  // the variable when $DTSIM_THREAD_SCALING names no file.
   static const ThreadScaling& builtin();
+  // The file builtin() reads: $DTSIM_THREAD_SCALING, else <data_dir>/calibrate/data/thread_scaling.json.
+  static std::string builtin_path();
   static ThreadScaling load(const std::string& path);
 };
 
@@ -95,7 +99,7 @@ double device_core_peak_flops(const platforms::Device& device);
 // efficiency `host_eff` of the same pass (measured, or the class fallback) and whether the pass was
 // compute bound on the host. A CPU worker with more threads than the host's scales beyond them by the host's
 // Amdahl fit, or by `scaling` where given (the framework's measured thread scaling; `shape_key`,
-// strip_batch(signature) + "|" + pass, finds the pass's own row). Throws InputError for a device with no peak
+// shape_pass_key, finds the pass's own row). Throws InputError for a device with no peak
 // or bandwidth.
 double predict_pass_s(const HostModel& model, OpClass op_class, const PassWork& work, double host_eff,
                       bool host_compute_bound, const platforms::Device& device, const WorkerPlacement& placement,
@@ -115,5 +119,8 @@ double op_overhead_s(const platforms::Device& device, int threads = 1);
 
 // Batch-free form of a signature ("src=32x64x56x56" -> "src=Nx64x56x56").
 std::string strip_batch(const std::string& signature);
+// Key of one pass of a shape at any batch: strip_batch(signature) + "|" + pass ("fwd", "bwd_data", ...), under
+// which HostModel::by_shape and ThreadScaling::shapes keep it.
+std::string shape_pass_key(const std::string& signature, std::string_view pass);
 
 }  // namespace dtsim::calibrate

@@ -83,7 +83,7 @@ double math_peak_flops(const platforms::Device& device, const MathPrecision& pre
 class GpuKernelModel {
  public:
   // The shipped model: <data_dir>/calibrate/data/gpu_kernels.json (or $DTSIM_GPU_KERNELS), loaded once;
-  // an empty model when the file is absent.
+  // an empty model when the shipped file is absent; InputError when $DTSIM_GPU_KERNELS names no file.
   static const GpuKernelModel& builtin();
   // The file builtin() reads: $DTSIM_GPU_KERNELS, else <data_dir>/calibrate/data/gpu_kernels.json.
   static std::string builtin_path();

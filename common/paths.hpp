@@ -14,5 +14,9 @@ std::filesystem::path installed_data_dir();
 std::filesystem::path data_dir();
 // The published accuracy tables: $DTSIM_REFERENCE_DIR, else <data_dir>/benchmarks/data.
 std::filesystem::path reference_dir();
+// Whether a shipped data file that $`env_name` may replace is there to read at `path` (the variable's value
+// when set, else the shipped file): false when the shipped file is absent (the data is optional), InputError
+// naming the variable when it names a file that does not exist (never a silent fallback to none).
+bool replaceable_data_file_exists(const std::string& path, const char* env_name);
 
 }  // namespace dtsim

@@ -6,11 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
-
+#include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "common/json_limits.hpp"
@@ -61,6 +60,8 @@ constexpr double DEFAULT_MEMORY_EFFICIENCY = 0.4;
 constexpr double DEFAULT_PARALLEL_FRACTION = 1.0;
 // Largest thread-scaling table read (the shipped one, 335 shape-passes, is about 40 KB).
 constexpr std::size_t THREAD_SCALING_MAX_BYTES = 8 << 20;
+// Thread counts a table may name: a bound against absurd values (the widest CPU nodes have a few hundred threads).
+constexpr std::int64_t THREAD_SCALING_MAX_THREADS = 1 << 16;
 // Efficiencies are clamped to this range (a measured time can never beat the roofline).
 constexpr double MIN_EFFICIENCY = 1e-4;
 constexpr double MAX_EFFICIENCY = 1.0;
@@ -99,6 +100,10 @@ std::string strip_batch(const std::string& signature) {
     }
   }
   return out;
+}
+
+std::string shape_pass_key(const std::string& signature, std::string_view pass) {
+  return strip_batch(signature) + "|" + std::string(pass);
 }
 
 double device_core_peak_flops(const Device& d) {
@@ -154,8 +159,10 @@ ThreadScaling ThreadScaling::load(const std::string& path) {
   if (!j.is_object() || !j.contains("threads") || !j.at("threads").is_array() || j.at("threads").size() < 2)
     throw fail("field 'threads' must list at least 2 thread counts, the first 1");
   for (const auto& v : j.at("threads")) {
-    if (!v.is_number_integer() || v.get<int>() < 1 || (!t.threads.empty() && v.get<int>() <= t.threads.back()))
-      throw fail("field 'threads' must hold ascending integers >= 1");
+    const bool in_range = v.is_number_integer() && v.get<std::int64_t>() >= 1 &&
+                          v.get<std::int64_t>() <= THREAD_SCALING_MAX_THREADS;
+    if (!in_range || (!t.threads.empty() && v.get<int>() <= t.threads.back()))
+      throw fail(fmt::format("field 'threads' must hold ascending integers from 1 to {}", THREAD_SCALING_MAX_THREADS));
     t.threads.push_back(v.get<int>());
   }
   if (t.threads.front() != 1) throw fail("field 'threads' must start at 1");
@@ -182,12 +189,15 @@ ThreadScaling ThreadScaling::load(const std::string& path) {
   return t;
 }
 
+std::string ThreadScaling::builtin_path() {
+  if (const char* env = std::getenv("DTSIM_THREAD_SCALING"); env && *env) return env;
+  return (data_dir() / "calibrate" / "data" / "thread_scaling.json").string();
+}
+
 const ThreadScaling& ThreadScaling::builtin() {
   static const ThreadScaling table = [] {
-    const char* env = std::getenv("DTSIM_THREAD_SCALING");
-    const std::string path = env && *env ? std::string(env)
-                                         : (data_dir() / "calibrate" / "data" / "thread_scaling.json").string();
-    if (!std::filesystem::exists(path)) return ThreadScaling{};
+    const std::string path = builtin_path();
+    if (!replaceable_data_file_exists(path, "DTSIM_THREAD_SCALING")) return ThreadScaling{};
     return load(path);
   }();
   return table;
@@ -220,7 +230,7 @@ HostModel fit_host_model(const CalibrationDb& db, const std::string& backend, co
       const std::string cls = class_of_op_name(e.op);
       per_class_pass[cls + "/" + pass].push_back(eff);
       per_class[cls].push_back(eff);
-      model.by_shape[strip_batch(sig) + "|" + pass][batch_of(sig)] = eff;
+      model.by_shape[shape_pass_key(sig, pass)][batch_of(sig)] = eff;
     }
   }
   for (auto& [k, v] : per_class_pass) model.class_efficiency[k] = quantile(v, 0.5);

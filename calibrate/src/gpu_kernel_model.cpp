@@ -305,7 +305,7 @@ std::string GpuKernelModel::builtin_path() {
 const GpuKernelModel& GpuKernelModel::builtin() {
   static const GpuKernelModel model = [] {
     const std::string path = builtin_path();
-    if (!std::filesystem::exists(path)) return GpuKernelModel{};
+    if (!replaceable_data_file_exists(path, "DTSIM_GPU_KERNELS")) return GpuKernelModel{};
     return load(path);
   }();
   return model;

@@ -69,13 +69,13 @@ const PassEntry* measured_entry(const CalibrationDb& db, const std::string& key,
 
 // Host efficiency of one pass: exact entry, else the same shape at the nearest calibrated batch,
 // else the class fallback.
-HostEff host_eff_for(const CachedModel& c, const std::string& signature, Pass pass, OpClass op_class,
-                     std::int64_t batch) {
-  const std::string pass_name(to_string(pass));
+// `shape_key`: shape_pass_key(signature, pass).
+HostEff host_eff_for(const CachedModel& c, const std::string& signature, Pass pass, const std::string& shape_key,
+                     OpClass op_class, std::int64_t batch) {
   if (c.host.has_host()) {
-    if (const PassEntry* e = measured_entry(c.db, c.host.host.key(), signature, pass_name))
+    if (const PassEntry* e = measured_entry(c.db, c.host.host.key(), signature, std::string(to_string(pass))))
       return {host_efficiency(c.host.host, *e), true};
-    if (auto it = c.host.by_shape.find(strip_batch(signature) + "|" + pass_name); it != c.host.by_shape.end()) {
+    if (auto it = c.host.by_shape.find(shape_key); it != c.host.by_shape.end()) {
       const auto& m = it->second;
       auto best = m.begin();
       for (auto b = m.begin(); b != m.end(); ++b)
@@ -258,14 +258,15 @@ ComputeProfile build_profile(const models::Model& model, const platforms::Device
         s = exact->time_s;
       } else {
         PassWork work = pass_work(layer, pass);
-        const HostEff he = host_eff_for(*cached, signature, pass, op_class, model.batch());
+        const std::string shape_key = shape_pass_key(signature, to_string(pass));
+        const HostEff he = host_eff_for(*cached, signature, pass, shape_key, op_class, model.batch());
         const bool host_bound = compute_bound_on_host(cached->host, work, op_class);
         work.bytes *= byte_scale;
         const bool by_kernel_model = kernels && kernel_model_applies(layer.op);
         s = by_kernel_model ? kernel_pass_s(*kernels, layer, pass, device, options.precision,
                                             kernel_share(device, placement.threads, placement.cpu_sockets))
                             : predict_pass_s(cached->host, op_class, work, he.efficiency, host_bound, device, placement,
-                                             scaling, strip_batch(signature) + "|" + std::string(to_string(pass)));
+                                             scaling, shape_key);
         measured = he.measured;
         source = by_kernel_model ? kernel_source
                  : he.measured   ? "device model from this host's measured entries"

@@ -1,8 +1,12 @@
 // Data-directory lookup: one place decides where shipped files live.
 #include "common/paths.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <system_error>
+
+#include "common/errors.hpp"
 
 namespace dtsim {
 namespace {
@@ -34,6 +38,14 @@ fs::path data_dir() {
   if (const char* env = std::getenv("DTSIM_DATA_DIR"); env != nullptr && *env != '\0') return env;
   if (fs::path installed = installed_data_dir(); !installed.empty()) return installed;
   return DTSIM_SOURCE_DATA_DIR;
+}
+
+bool replaceable_data_file_exists(const std::string& path, const char* env_name) {
+  std::error_code ec;
+  if (fs::exists(path, ec)) return true;
+  if (const char* env = std::getenv(env_name); env != nullptr && *env != '\0')
+    throw InputError(fmt::format("${}: no such file '{}'", env_name, path));
+  return false;
 }
 
 fs::path reference_dir() {

@@ -116,6 +116,8 @@ TEST_CASE("calibrate::ThreadScaling: a malformed table is refused naming the fil
              Catch::Contains("dtsim_ts_") && Catch::Contains("'threads' must start at 1"));
   CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 16, 4], )" + ok_rows + "}"),
              Catch::Contains("ascending"));
+  CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 99999999999], "classes": {}, "shapes": {}})"),
+             Catch::Contains("from 1 to 65536"));
   CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 4], )" + ok_rows + "}"),
              Catch::Contains("classes['conv'] must list one loss per thread count (2)"));
   CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 4, 16], "classes": {"conv": [1, 0, 2]}, "shapes": {}})"),
