@@ -69,7 +69,8 @@ PointOutcome predict_point(const SweepPoint& point, const yaml::Origin& origin);
 void validate_points(const std::vector<SweepPoint>& points, const yaml::Origin& origin);
 // The same, and sets each point's `inputs`: FNV-1a of dtsim's build id (common/build_id.hpp) and the
 // contents of the files its prediction reads (platform file, model file, device catalog, calibration
-// database, GPU kernel table), so that a sweep resumed after any of them changed recomputes its points.
+// database, GPU kernel table, CPU thread-scaling table), so that a sweep resumed after any of them changed
+// recomputes its points.
 void stamp_points(std::vector<SweepPoint>& points, const yaml::Origin& origin);
 
 struct SweepOptions {

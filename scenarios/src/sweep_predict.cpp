@@ -8,6 +8,7 @@
 #include <map>
 
 #include "calibrate/database.hpp"
+#include "calibrate/device_model.hpp"
 #include "calibrate/gpu_kernel_model.hpp"
 #include "common/build_id.hpp"
 #include "common/errors.hpp"
@@ -63,9 +64,10 @@ void stamp_points(std::vector<SweepPoint>& points, const yaml::Origin& origin) {
     }
     return file_hash.emplace(path, std::move(h)).first->second;
   };
-  const std::string common = fmt::format("build {}\ndevices {}\ngpu-kernels {}\n", build_id(),
+  const std::string common = fmt::format("build {}\ndevices {}\ngpu-kernels {}\nthread-scaling {}\n", build_id(),
                                          content(platforms::DeviceCatalog::builtin_path()),
-                                         content(calibrate::GpuKernelModel::builtin_path()));
+                                         content(calibrate::GpuKernelModel::builtin_path()),
+                                         content(calibrate::ThreadScaling::builtin_path()));
   const std::vector<std::string> zoo_names = models::zoo_names();
   for (auto& p : points) {
     const Scenario s = parse_point(p, origin);

@@ -342,3 +342,24 @@ TEST_CASE("scenarios::Sweep: SIGINT stops cleanly, keeps finished points, and a 
   fs::remove_all(dir);
   fs::remove(log);
 }
+
+TEST_CASE("scenarios::Sweep: a point's inputs stamp follows the CPU thread-scaling table it is predicted with") {
+  const fs::path dir = fresh_dir("stamp_scaling");
+  fs::create_directories(dir);
+  const fs::path a = dir / "a.json", b = dir / "b.json";
+  std::ofstream(a) << R"({"backend": "libtorch", "threads": [1, 4], "classes": {"conv": [1, 1.2]}, "shapes": {}})";
+  std::ofstream(b) << R"({"backend": "libtorch", "threads": [1, 4], "classes": {"conv": [1, 1.3]}, "shapes": {}})";
+  const auto stamped = [](const fs::path& table) {
+    ::setenv("DTSIM_THREAD_SCALING", table.c_str(), 1);
+    auto pts = expand("sweep:\n  product:\n    batch: [32]\n");
+    stamp_points(pts, ORIGIN);
+    return pts.at(0).inputs;
+  };
+  const std::string with_a = stamped(a), with_b = stamped(b);
+  ::unsetenv("DTSIM_THREAD_SCALING");
+  CHECK_FALSE(with_a.empty());
+  CHECK(with_a != with_b);
+  CHECK(stamped(a) == with_a);
+  ::unsetenv("DTSIM_THREAD_SCALING");
+  fs::remove_all(dir);
+}
