@@ -19,12 +19,15 @@ namespace dtsim::calibrate {
 // L(T) = T t(T) / t(1) of a CPU pass on T threads against one thread doing the same work, both with every core
 // of the node busy, measured per shape and pass (shape_pass_key) and per op class
 // (time-weighted) at a few thread counts (calibrate/data/thread_scaling.json, written by
-// benchmarks/cpu_node_scaling_fit.py from benchmarks/cpu_node_scaling.py's records). Between measured counts L
-// is linear in log2 T, beyond the widest it continues the last segment's slope, and it is never below 1.
+// benchmarks/cpu_node_scaling_fit.py from benchmarks/cpu_node_scaling.py's records; each count from one node).
+// Between measured counts L is linear in log2 T, beyond the widest it continues the last segment's slope, and
+// it is never below 1. A row may lack a count (nullopt: that node did not time that shape); it interpolates over
+// the counts it has.
 struct ThreadScaling {
-  std::vector<int> threads;                                  // ascending, the first 1
-  std::map<std::string, std::vector<double>> classes;        // class name ("conv") -> L at each of `threads`
-  std::map<std::string, std::vector<double>> shapes;         // shape key -> L at each of `threads`
+  using Row = std::vector<std::optional<double>>;  // L at each of `threads`, nullopt where not measured
+  std::vector<int> threads;                        // ascending, the first 1
+  std::map<std::string, Row> classes;              // class name ("conv") -> L at each of `threads`
+  std::map<std::string, Row> shapes;               // shape key -> L at each of `threads`
   std::string source;                                        // the node and library it was measured with
   // The calibration backend whose ops it measured ("libtorch": PyTorch's eager ops): it describes predictions
   // of a framework that runs them (ProfileOptions::backend), whatever calibration stands in for the host.

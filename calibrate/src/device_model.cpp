@@ -138,17 +138,25 @@ double host_efficiency(const HostInfo& host, const PassEntry& e) {
 }
 
 std::optional<double> ThreadScaling::loss(const std::string& key, OpClass op_class, double n) const {
-  if (threads.size() < 2 || !(n >= 1)) return std::nullopt;
-  const std::vector<double>* row = nullptr;
-  if (auto it = shapes.find(key); !key.empty() && it != shapes.end()) row = &it->second;
-  else if (auto ic = classes.find(std::string(to_string(op_class))); ic != classes.end()) row = &ic->second;
-  if (!row) return std::nullopt;
+  if (!(n >= 1)) return std::nullopt;
+  // The measured points of a row, (log2 T, L); a row needs two to say how L grows.
+  const auto points = [&](const Row& row) {
+    std::vector<std::pair<double, double>> p;
+    for (std::size_t i = 0; i < threads.size() && i < row.size(); ++i)
+      if (row[i]) p.emplace_back(std::log2(threads[i]), *row[i]);
+    return p;
+  };
+  std::vector<std::pair<double, double>> p;
+  if (auto it = shapes.find(key); !key.empty() && it != shapes.end()) p = points(it->second);
+  if (p.size() < 2)
+    if (auto ic = classes.find(std::string(to_string(op_class))); ic != classes.end()) p = points(ic->second);
+  if (p.size() < 2) return std::nullopt;
   // Linear in log2 T between measured counts; the last segment's slope beyond the widest.
   const double x = std::log2(n);
   std::size_t i = 1;
-  while (i + 1 < threads.size() && x > std::log2(threads[i])) ++i;
-  const double x0 = std::log2(threads[i - 1]), x1 = std::log2(threads[i]);
-  const double l0 = (*row)[i - 1], l1 = (*row)[i];
+  while (i + 1 < p.size() && x > p[i].first) ++i;
+  const auto [x0, l0] = p[i - 1];
+  const auto [x1, l1] = p[i];
   return std::max(1.0, l0 + (l1 - l0) * (x - x0) / (x1 - x0));
 }
 
@@ -166,17 +174,22 @@ ThreadScaling ThreadScaling::load(const std::string& path) {
     t.threads.push_back(v.get<int>());
   }
   if (t.threads.front() != 1) throw fail("field 'threads' must start at 1");
-  const auto rows = [&](const char* field, std::map<std::string, std::vector<double>>& out) {
+  const auto rows = [&](const char* field, std::map<std::string, Row>& out) {
     if (!j.contains(field) || !j.at(field).is_object()) throw fail(fmt::format("field '{}' must be a map", field));
     for (const auto& [name, v] : j.at(field).items()) {
       if (!v.is_array() || v.size() != t.threads.size())
         throw fail(fmt::format("{}['{}'] must list one loss per thread count ({})", field, name, t.threads.size()));
-      std::vector<double> row;
+      Row row;
       for (const auto& x : v) {
+        if (x.is_null()) {  // not measured at this count
+          row.emplace_back();
+          continue;
+        }
         if (!x.is_number() || !(x.get<double>() > 0))
-          throw fail(fmt::format("{}['{}'] must hold numbers > 0", field, name));
-        row.push_back(x.get<double>());
+          throw fail(fmt::format("{}['{}'] must hold numbers > 0 (or null where not measured)", field, name));
+        row.emplace_back(x.get<double>());
       }
+      if (!row.front()) throw fail(fmt::format("{}['{}'] must hold the loss at 1 thread", field, name));
       out[name] = std::move(row);
     }
   };

@@ -2,6 +2,7 @@
 // docs/calibration.md, "Thread scaling on a full node").
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -79,6 +80,23 @@ TEST_CASE("calibrate::ThreadScaling: a measured shape takes its own row, others 
   CHECK_FALSE(ThreadScaling{}.loss("", OpClass::CONV, 16).has_value());
 }
 
+TEST_CASE("calibrate::ThreadScaling: a row lacking a count interpolates over the counts it has", "[calibrate]") {
+  ThreadScaling t;
+  t.threads = {1, 2, 4, 16};
+  t.classes["conv"] = {1.0, 1.05, 1.25, 1.65};  // 2 threads from one node, 4 and 16 from another
+  const std::string key = "conv2d src=Nx3x8x8 dst=Nx8x8x8 k=3x3 s=1x1 p=1x1 d=1x1 g=1 bias=0|fwd";
+  t.shapes[key] = {1.0, std::nullopt, 1.5, 2.5};  // timed on the wider node only
+  CHECK(*t.loss("", OpClass::CONV, 2) == Approx(1.05));
+  CHECK(*t.loss("", OpClass::CONV, std::sqrt(8.0)) == Approx(1.15));  // half way (in log2) from 2 to 4
+  CHECK(*t.loss("", OpClass::CONV, 8) == Approx(1.45));
+  CHECK(*t.loss(key, OpClass::CONV, 2) == Approx(1.25));  // from 1 to 4, as if 2 were not listed
+  CHECK(*t.loss(key, OpClass::CONV, 8) == Approx(2.0));
+  CHECK(*t.loss(key, OpClass::CONV, 64) == Approx(3.5));  // 0.5 per doubling beyond 16
+  // A row with one measured point says nothing of growth: its class's row stands in.
+  t.shapes[key] = {1.0, std::nullopt, std::nullopt, std::nullopt};
+  CHECK(*t.loss(key, OpClass::CONV, 16) == Approx(1.65));
+}
+
 TEST_CASE("calibrate::DeviceModel: beyond the host's threads a pass pays the measured loss L(n) / L(T)",
           "[calibrate]") {
   using namespace dtsim::calibrate;
@@ -122,22 +140,31 @@ TEST_CASE("calibrate::ThreadScaling: a malformed table is refused naming the fil
              Catch::Contains("classes['conv'] must list one loss per thread count (2)"));
   CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 4, 16], "classes": {"conv": [1, 0, 2]}, "shapes": {}})"),
              Catch::Contains("classes['conv'] must hold numbers > 0"));
+  CHECK(load_error(R"({"backend": "libtorch", "threads": [1, 4, 16], "classes": {"conv": [1, null, 2]}, "shapes": {}})")
+            .empty());
+  CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 4, 16], "classes": {"conv": [null, 1.2, 2]}, "shapes": {}})"),
+             Catch::Contains("classes['conv'] must hold the loss at 1 thread"));
+  CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 4], "classes": {}, "shapes": {"s|fwd": [1, "x"]}})"),
+             Catch::Contains("shapes['s|fwd'] must hold numbers > 0 (or null where not measured)"));
   CHECK_THAT(load_error(R"({"threads": [1, 4, 16], )" + ok_rows + "}"), Catch::Contains("field 'backend'"));
   CHECK_THAT(load_error(R"({"backend": "libtorch", "threads": [1, 4, 16], "classes": {}})"),
              Catch::Contains("field 'shapes' must be a map"));
   CHECK_THAT(load_error("{\"threads\": [1, "), Catch::Contains("dtsim_ts_"));
 }
 
-TEST_CASE("calibrate::ThreadScaling: the shipped table is PyTorch's, measured on 16 cores, and loses with threads",
-          "[calibrate]") {
+TEST_CASE("calibrate::ThreadScaling: the shipped table is PyTorch's, measured on 2 and 16 cores, and loses with "
+          "threads", "[calibrate]") {
   const ThreadScaling& t = ThreadScaling::builtin();  // ctest sets DTSIM_DATA_DIR to the source tree
   REQUIRE_FALSE(t.empty());
   CHECK(t.backend == "libtorch");
-  CHECK(t.threads.front() == 1);
-  CHECK(t.threads.back() == 16);
-  const double l4 = *t.loss("", OpClass::CONV, 4), l16 = *t.loss("", OpClass::CONV, 16);
-  CHECK(l4 > 1.0);
+  CHECK(t.threads == std::vector<int>{1, 2, 4, 16});
+  const double l2 = *t.loss("", OpClass::CONV, 2), l4 = *t.loss("", OpClass::CONV, 4);
+  const double l16 = *t.loss("", OpClass::CONV, 16);
+  CHECK(l2 > 1.0);
+  CHECK(l4 > l2);
   CHECK(l16 > l4);
+  for (const auto& [name, row] : t.classes)
+    for (const auto& l : row) CHECK(l.has_value());  // every class is measured at every count
   CHECK(t.shapes.size() > 100);
   for (const auto& [key, row] : t.shapes) {
     CHECK(key.find("src=N") != std::string::npos);
