@@ -53,6 +53,9 @@ TEST_CASE("validate::Pytorch: a tiny LeNet-5 run on 1 and 2 DDP processes is mea
     CHECK(row.measured.loss_first > 0);
     CHECK(row.prediction_note.find("libtorch calibration (heap glibc)") != std::string::npos);
   }
+  // DDP's ranks run gloo, whose copies and reductions are charged on their cores (not the plain ring of a
+  // point's default library, "none").
+  CHECK(r.rows[1].prediction_note.find("collective library gloo,") != std::string::npos);
   // The default regime, a plain script's: the trainer ran with glibc's defaults and says its page faults.
   int fault_notes = 0;
   for (const auto& n : r.notes) fault_notes += n.find("heap glibc: ") != std::string::npos && n.find("page faults") != std::string::npos;

@@ -176,7 +176,12 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     po.allocator = regime.name;
     const auto profile = calibrate::build_profile(model, device, po);
     sim::TrainingPoint point;
-    if (row.ranks >= 2) sim::apply_framework(point, ddp);  // 1 process trains without the DDP wrapper
+    if (row.ranks >= 2) {  // 1 process trains without the DDP wrapper
+      sim::apply_framework(point, ddp);
+      // DDP's process group is gloo's (the trainer's backend), whose copies and reductions run on the ranks'
+      // cores; a point's own default library is "none" (the strategy's ring alone, nothing on the cores).
+      point.runtime.collective_library = "gloo";
+    }
     point.runtime.fusion_bytes = options.fusion_bytes;     // bucket_cap_mb as the trainer ran it
     point.workers = row.ranks;
     point.workers_per_node = row.ranks;
@@ -185,10 +190,11 @@ ValidationReport run_pytorch_validation(const ValidateOptions& options, const st
     point.fidelity.iterations = SIMULATED_ITERATIONS;
     const auto res = sim::simulate_training(platform, profile, point);
     set_prediction(row, profile, res,
-                   fmt::format("{} calibration{}, coverage {:.0f}%, pytorch-ddp profile, link {:.2f} GB/s / {:.1f} us",
+                   fmt::format("{} calibration{}, coverage {:.0f}%, pytorch-ddp profile, collective library {}, link "
+                               "{:.2f} GB/s / {:.1f} us",
                                profile.calibration_backend,
                                profile.calibration_allocator.empty() ? "" : " (heap " + profile.calibration_allocator + ")",
-                               profile.coverage * 100,
+                               profile.coverage * 100, sim::resolve_collective_library(platform, point).name,
                                platform.node.intra.link_bandwidth_Bps / 1e9, platform.node.intra.latency_s * 1e6));
   }
   return report;
