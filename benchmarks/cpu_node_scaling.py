@@ -17,7 +17,7 @@ Records are JSON lines, flushed one by one, so a run cut short keeps what it mea
 the records.
 
 Needs PyTorch and torchvision (timm for Inception-v4, else it is skipped and said so).
-  benchmarks/cpu_node_scaling.py --out FILE [--batch 32] [--plan PLAN]
+  benchmarks/cpu_node_scaling.py --out FILE [--batch 32] [--plan PLAN] [--layers-from RECORDS.jsonl]
 PLAN: comma-separated items KIND:MODEL:PxT, run in order, KIND 'step', 'pass' or 'bw' (a copy of 512 MiB per
 process, MODEL 'none': the node's memory bandwidth as the processes share it).
 """
@@ -225,6 +225,9 @@ def main():
     ap.add_argument("--plan", default=DEFAULT_PLAN)
     ap.add_argument("--budget-s", type=float, default=1e9)
     ap.add_argument("--max-layers", type=int, default=0, help="time only the first N layer shapes (a quick check)")
+    ap.add_argument("--layers-from", action="append", default=[], metavar="RECORDS",
+                    help="take a model's layer shapes from an earlier run's records (a host without timm can "
+                         "time Inception-v4's shapes as another node captured them)")
     a = ap.parse_args()
     start = time.time()
     cores = sorted(os.sched_getaffinity(0))
@@ -242,6 +245,14 @@ def main():
               mkldnn=torch.backends.mkldnn.is_available(), parallel=torch.__config__.parallel_info(),
               config=torch.__config__.show(), lscpu=lscpu, batch=a.batch))
     layers = {}
+    planned = {item.split(":")[1] for item in a.plan.split(",") if item.startswith("pass:")}
+    for path in a.layers_from:
+        for line in open(path):
+            rec = json.loads(line) if line.strip() else {}
+            if rec.get("kind") == "layers" and rec["model"] in planned:
+                layers.setdefault(rec["model"], rec["layers"])
+    for model in sorted(layers):
+        emit(dict(kind="layers", model=model, layers=layers[model], source=a.layers_from))
     for item in a.plan.split(","):
         if time.time() - start > a.budget_s:
             emit(dict(kind="skipped", item=item, why="budget"))
