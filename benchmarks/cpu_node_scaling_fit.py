@@ -143,7 +143,7 @@ def main():
         node_shapes, node_classes, node["by_model_class"] = node_losses(node)
         counts = sorted({t for per in node_classes.values() for t in per})
         cpu, library = describe(node)
-        for t in counts:   # each thread count from one node: a second node measuring it would be averaged
+        for t in counts:   # each thread count from one node: a second node measuring it is refused
             if t in measured:
                 sys.exit(f"threads {t} measured on two nodes ({measured[t]} and {cpu}); keep one node's records")
             measured[t] = cpu

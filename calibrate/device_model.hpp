@@ -28,7 +28,7 @@ struct ThreadScaling {
   std::vector<int> threads;                        // ascending, the first 1
   std::map<std::string, Row> classes;              // class name ("conv") -> L at each of `threads`
   std::map<std::string, Row> shapes;               // shape key -> L at each of `threads`
-  std::string source;                                        // the node and library it was measured with
+  std::string source;                              // the nodes and libraries it was measured with
   // The calibration backend whose ops it measured ("libtorch": PyTorch's eager ops): it describes predictions
   // of a framework that runs them (ProfileOptions::backend), whatever calibration stands in for the host.
   std::string backend;

@@ -14,6 +14,8 @@ std::filesystem::path installed_data_dir();
 std::filesystem::path data_dir();
 // The published accuracy tables: $DTSIM_REFERENCE_DIR, else <data_dir>/benchmarks/data.
 std::filesystem::path reference_dir();
+// A shipped data file that $`env_name` may replace: the variable's value when set, else <data_dir>/`shipped`.
+std::string replaceable_data_file(const char* env_name, const std::filesystem::path& shipped);
 // Whether a shipped data file that $`env_name` may replace is there to read at `path` (the variable's value
 // when set, else the shipped file): false when the shipped file is absent (the data is optional), InputError
 // naming the variable when it names a file that does not exist (never a silent fallback to none).

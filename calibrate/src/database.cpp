@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <filesystem>
@@ -301,8 +300,7 @@ std::size_t CalibrationDb::size() const {
 }
 
 std::string default_db_path() {
-  if (const char* env = std::getenv("DTSIM_CALIBRATION_DB"); env && *env) return env;
-  return (data_dir() / "calibrate" / "data" / "calibration.json").string();
+  return replaceable_data_file("DTSIM_CALIBRATION_DB", "calibrate/data/calibration.json");
 }
 
 }  // namespace dtsim::calibrate

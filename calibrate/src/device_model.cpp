@@ -203,8 +203,7 @@ ThreadScaling ThreadScaling::load(const std::string& path) {
 }
 
 std::string ThreadScaling::builtin_path() {
-  if (const char* env = std::getenv("DTSIM_THREAD_SCALING"); env && *env) return env;
-  return (data_dir() / "calibrate" / "data" / "thread_scaling.json").string();
+  return replaceable_data_file("DTSIM_THREAD_SCALING", "calibrate/data/thread_scaling.json");
 }
 
 const ThreadScaling& ThreadScaling::builtin() {

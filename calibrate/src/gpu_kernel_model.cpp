@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -298,8 +297,7 @@ Precision precision_by_name(std::string_view name) {
 double element_bytes(Precision precision) { return precision_row(precision).element_bytes; }
 
 std::string GpuKernelModel::builtin_path() {
-  if (const char* env = std::getenv("DTSIM_GPU_KERNELS"); env && *env) return env;
-  return (data_dir() / "calibrate" / "data" / "gpu_kernels.json").string();
+  return replaceable_data_file("DTSIM_GPU_KERNELS", "calibrate/data/gpu_kernels.json");
 }
 
 const GpuKernelModel& GpuKernelModel::builtin() {

@@ -40,6 +40,11 @@ fs::path data_dir() {
   return DTSIM_SOURCE_DATA_DIR;
 }
 
+std::string replaceable_data_file(const char* env_name, const fs::path& shipped) {
+  if (const char* env = std::getenv(env_name); env != nullptr && *env != '\0') return env;
+  return (data_dir() / shipped).string();
+}
+
 bool replaceable_data_file_exists(const std::string& path, const char* env_name) {
   std::error_code ec;
   if (fs::exists(path, ec)) return true;
