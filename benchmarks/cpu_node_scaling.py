@@ -229,6 +229,19 @@ def main():
                     help="take a model's layer shapes from an earlier run's records (a host without timm can "
                          "time Inception-v4's shapes as another node captured them)")
     a = ap.parse_args()
+    layers = {}  # read before anything is written, so a bad --layers-from leaves no record
+    planned = {item.split(":")[1] for item in a.plan.split(",") if item.startswith("pass:")}
+    for path in a.layers_from:
+        try:
+            with open(path) as f:
+                for n, line in enumerate(f, 1):
+                    rec = json.loads(line) if line.strip() else {}
+                    if rec.get("kind") == "layers" and rec["model"] in planned:
+                        layers.setdefault(rec["model"], rec["layers"])
+        except (OSError, ValueError, KeyError) as e:
+            print(f"cpu_node_scaling.py: --layers-from {path}"
+                  f"{f', line {n}' if isinstance(e, (ValueError, KeyError)) else ''}: {e}", file=sys.stderr)
+            sys.exit(2)
     start = time.time()
     cores = sorted(os.sched_getaffinity(0))
     out = open(a.out, "a")
@@ -244,13 +257,6 @@ def main():
     emit(dict(kind="machine", cores=len(cores), torch=torch.__version__, python=platform.python_version(),
               mkldnn=torch.backends.mkldnn.is_available(), parallel=torch.__config__.parallel_info(),
               config=torch.__config__.show(), lscpu=lscpu, batch=a.batch))
-    layers = {}
-    planned = {item.split(":")[1] for item in a.plan.split(",") if item.startswith("pass:")}
-    for path in a.layers_from:
-        for line in open(path):
-            rec = json.loads(line) if line.strip() else {}
-            if rec.get("kind") == "layers" and rec["model"] in planned:
-                layers.setdefault(rec["model"], rec["layers"])
     for model in sorted(layers):
         emit(dict(kind="layers", model=model, layers=layers[model], source=a.layers_from))
     for item in a.plan.split(","):
